@@ -1,0 +1,40 @@
+# AKD: the two commands a new user runs.
+#   make demo   create/update .venv, install everything, run the main job on the built-in quadruped
+#   make test   create/update .venv and run the test suite
+# torch is installed pinned and first: an unpinned torch pulls a multi-GB CUDA build (see README).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.akd-installed
+TORCH  ?= torch==2.13.0
+DEMO_OUT ?= runs/demo
+
+.PHONY: demo test venv bench lint clean
+
+venv: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): setup.py $(PY)
+	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet -e ".[ros,test,ray]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/akd run --robot quadruped --prompt "a dog trotting forward" --out $(DEMO_OUT)
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check akd_core akd_ros tests bench launch
+
+clean:
+	rm -rf $(VENV) build *.egg-info runs
