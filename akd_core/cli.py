@@ -14,8 +14,8 @@ import json
 import logging
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .errors import AKDError
 

@@ -133,7 +133,10 @@ class ForwardKinematics(torch.nn.Module):
     @staticmethod
     def transform_points(link_pos: torch.Tensor, link_rot: torch.Tensor, link_idx: torch.Tensor,
                          points_local: torch.Tensor) -> torch.Tensor:
-        """Points fixed in links -> world. link_pos (F,L,3), link_rot (F,L,3,3), link_idx (P,), points (P,3) -> (F,P,3)."""
+        """Points fixed in links -> world.
+
+        link_pos (F,L,3), link_rot (F,L,3,3), link_idx (P,), points_local (P,3) -> (F,P,3).
+        """
         rot = link_rot[:, link_idx]  # (F, P, 3, 3)
         return link_pos[:, link_idx] + (rot @ points_local.to(rot.dtype)[None, :, :, None]).squeeze(-1)
 

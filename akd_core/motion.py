@@ -126,7 +126,7 @@ class Motion:
             return np.zeros((self.num_frames, 3), dtype=np.float32)
         return angular_velocity(self.root_quat.astype(np.float64), self.dt).astype(np.float32)
 
-    def resample(self, fps: float) -> "Motion":
+    def resample(self, fps: float) -> Motion:
         """The same clip at another frame rate (linear joints/positions, slerp rotations, nearest contacts)."""
         if fps <= 0:
             raise MotionError(f"fps must be positive, got {fps}")
@@ -149,7 +149,7 @@ class Motion:
         )
 
     # -- checks -------------------------------------------------------------
-    def validate(self, robot: "Robot | None" = None, source: str = "motion") -> None:
+    def validate(self, robot: Robot | None = None, source: str = "motion") -> None:
         """Raise MotionError / JointLimitError if the clip is malformed or leaves the robot's limits."""
         f, j = self.joint_pos.shape
         expect = {"root_pos": (f, 3), "root_quat": (f, 4), "foot_contacts": (f, len(self.foot_names)),
@@ -158,7 +158,8 @@ class Motion:
             if getattr(self, name).shape != shape:
                 raise MotionError(f"{source}: field '{name}' has shape {getattr(self, name).shape}, expected {shape}")
         if len(self.joint_names) != j:
-            raise MotionError(f"{source}: 'joint_names' lists {len(self.joint_names)} joints but joint_pos has {j} columns")
+            raise MotionError(f"{source}: 'joint_names' lists {len(self.joint_names)} joints "
+                              f"but joint_pos has {j} columns")
         if f < 1:
             raise MotionError(f"{source}: the clip has no frames")
         if not np.isfinite(self.fps) or self.fps <= 0:
@@ -173,7 +174,7 @@ class Motion:
         if robot is not None:
             self.check_robot(robot, source)
 
-    def check_robot(self, robot: "Robot", source: str = "motion") -> None:
+    def check_robot(self, robot: Robot, source: str = "motion") -> None:
         if list(self.joint_names) != list(robot.joint_names):
             missing = sorted(set(robot.joint_names) - set(self.joint_names))
             extra = sorted(set(self.joint_names) - set(robot.joint_names))
@@ -203,7 +204,7 @@ class Motion:
         return save_npz_atomic(path, **self.to_arrays())
 
     @classmethod
-    def load(cls, path: str | Path, robot: "Robot | None" = None) -> "Motion":
+    def load(cls, path: str | Path, robot: Robot | None = None) -> Motion:
         data = _load_npz(path, MOTION_SCHEMA, ("fps", "joint_names", "joint_pos", "root_pos", "root_quat"))
         motion = cls(
             fps=float(data["fps"]),
@@ -245,7 +246,7 @@ class TrackedMotion:
     root_ang_vel: np.ndarray  # (T, 3)
     kp: np.ndarray  # (J,)
     kd: np.ndarray  # (J,)
-    naive: "TrackedMotion | None" = None
+    naive: TrackedMotion | None = None
     schema: int = TRACKED_SCHEMA
 
     def __post_init__(self) -> None:
@@ -288,7 +289,7 @@ class TrackedMotion:
         return save_npz_atomic(path, **self.to_arrays())
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrackedMotion":
+    def load(cls, path: str | Path) -> TrackedMotion:
         data = _load_npz(path, TRACKED_SCHEMA, ("dt", "joint_names", "kp", "kd") + _TRACK_ARRAYS)
         common = dict(dt=float(data["dt"]), joint_names=list(data["joint_names"]), kp=data["kp"], kd=data["kd"])
         naive = None
@@ -300,7 +301,7 @@ class TrackedMotion:
 
 
 # ----------------------------------------------------------------------------- helpers
-def check_joint_limits(joint_pos: np.ndarray, robot: "Robot", source: str, field_name: str) -> None:
+def check_joint_limits(joint_pos: np.ndarray, robot: Robot, source: str, field_name: str) -> None:
     """Raise JointLimitError naming the worst joint if any value leaves [lower, upper]."""
     lower = np.asarray(robot.lower, dtype=np.float64)
     upper = np.asarray(robot.upper, dtype=np.float64)

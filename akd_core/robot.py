@@ -18,15 +18,15 @@ import logging
 import os
 import warnings
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
 from .errors import InertiaError, JointLimitError, KinematicTreeError, MeshNotFoundError, URDFError
-from .fileio import write_text_atomic
+from .fileio import atomic_path, write_text_atomic
 from .spatial import fmt, make_transform, matrix_to_quat, matrix_to_rpy, xyzw_to_wxyz
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,8 @@ class Robot:
             raise KinematicTreeError(f"{self._source}: joint names {dup} are used more than once; rename them")
         # actuated order: URDF document order (what ROS tools and MuJoCo's URDF import use)
         self.actuated_joints: list[Joint] = [j for j in joints if j.actuated]
+        self._document_links = [link.name for link in links]  # to_urdf keeps the source's order
+        self._document_joints = [j.name for j in joints]
         for joint in self.actuated_joints:
             if joint.lower > joint.upper:
                 raise JointLimitError(
@@ -195,7 +197,7 @@ class Robot:
 
     # -- loading ------------------------------------------------------------
     @classmethod
-    def from_urdf(cls, path: str | os.PathLike, package_paths: Iterable[str | os.PathLike] = ()) -> "Robot":
+    def from_urdf(cls, path: str | os.PathLike, package_paths: Iterable[str | os.PathLike] = ()) -> Robot:
         return load_urdf(path, package_paths)
 
     # -- writing ------------------------------------------------------------
@@ -204,10 +206,10 @@ class Robot:
         lines = ['<?xml version="1.0"?>', f"<robot name={quoteattr(self.name)}>"]
         for name, rgba in self.materials.items():
             lines.append(f'  <material name={quoteattr(name)}><color rgba="{fmt(rgba)}"/></material>')
-        for link in self.links:
-            lines.extend(_link_urdf(link, mesh_uris))
-        for joint in self.joints:
-            lines.extend(_joint_urdf(joint))
+        for name in self._document_links:
+            lines.extend(_link_urdf(self.link(name), mesh_uris))
+        for name in self._document_joints:
+            lines.extend(_joint_urdf(self.joint(name)))
         lines.append("</robot>")
         text = "\n".join(lines) + "\n"
         if path is not None:
@@ -251,21 +253,18 @@ def load_robot(spec: str | os.PathLike | Robot, package_paths: Iterable[str | os
 
 
 def package_search_paths(urdf_path: Path | None, package_paths: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """Folders searched for ``package://NAME/...``: explicit, ROS_PACKAGE_PATH, AMENT_PREFIX_PATH/share, URDF ancestors."""
+    """Folders searched for ``package://NAME/...``, in order.
+
+    Explicit ``--package-path`` folders, ``ROS_PACKAGE_PATH``, ``<AMENT_PREFIX_PATH>/share``, then the URDF's
+    folder and up to six of its ancestors (finds the package when the URDF sits inside it).
+    """
     folders: list[Path] = [Path(p).expanduser() for p in package_paths]
-    for var in ("ROS_PACKAGE_PATH",):
-        folders += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
+    folders += [Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
     folders += [Path(p) / "share" for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     if urdf_path is not None:
-        folders += list(Path(urdf_path).resolve().parent.parents)[:6]
-        folders.insert(len(folders) - min(6, len(list(Path(urdf_path).resolve().parent.parents))),
-                       Path(urdf_path).resolve().parent)
-    seen, unique = set(), []
-    for folder in folders:
-        if folder not in seen:
-            seen.add(folder)
-            unique.append(folder)
-    return unique
+        here = Path(urdf_path).resolve().parent
+        folders += [here, *list(here.parents)[:6]]
+    return list(dict.fromkeys(folders))
 
 
 def resolve_mesh_uri(uri: str, urdf_path: Path | None, package_paths: Iterable[str | os.PathLike] = (),
@@ -389,17 +388,29 @@ def _checked_inertial(inertial, link_name: str, path: Path) -> Inertial | None:
 
 
 def _fill_missing_inertials(links: list[Link], joints: list[Joint], missing: list[str], path: Path) -> None:
-    """Give moving links without <inertial> a small default (MuJoCo/Newton need mass on moving bodies)."""
+    """Give moving bodies without any mass a small default (MuJoCo and Newton need mass on moving bodies).
+
+    A moving body is the root (floating) or the child of a non-fixed joint, together with the links welded to
+    it by fixed joints; massless links welded to a massive one are fine and stay massless.
+    """
+    by_name = {link.name: link for link in links}
     parent_joint = {j.child: j for j in joints}
+    welded_children: dict[str, list[str]] = {}
+    for joint in joints:
+        if joint.type == "fixed":
+            welded_children.setdefault(joint.parent, []).append(joint.child)
+
+    def welded_mass(name: str) -> float:
+        own = by_name[name].inertial.mass if by_name[name].inertial is not None else 0.0
+        return own + sum(welded_mass(child) for child in welded_children.get(name, []))
+
     defaulted = []
     for link in links:
-        if link.name not in missing:
-            continue
         joint = parent_joint.get(link.name)
-        if joint is None or joint.type == "fixed":
-            continue  # welded to its parent (or the root): massless is fine
-        link.inertial = Inertial(mass=DEFAULT_LINK_MASS, inertia=np.eye(3) * 1e-7)
-        defaulted.append(link.name)
+        moving = joint is None or joint.type != "fixed"
+        if moving and link.name in missing and welded_mass(link.name) <= 0.0:
+            link.inertial = Inertial(mass=DEFAULT_LINK_MASS, inertia=np.eye(3) * 1e-7)
+            defaulted.append(link.name)
     if defaulted:
         warnings.warn(f"{path}: links {defaulted} have no <inertial>; using {DEFAULT_LINK_MASS} kg defaults. "
                       "Add inertials to the URDF for realistic physics.", stacklevel=3)
@@ -407,8 +418,6 @@ def _fill_missing_inertials(links: list[Link], joints: list[Joint], missing: lis
 
 def _capsules_by_link(xml_root) -> dict[tuple[str, str, int], tuple[np.ndarray, float, float]]:
     """<capsule> (a common URDF extension yourdfpy drops): (link, kind, index) -> (origin, radius, length)."""
-    from .spatial import make_transform as mk
-
     found = {}
     for link_el in xml_root.findall("link"):
         for kind in ("visual", "collision"):
@@ -419,7 +428,7 @@ def _capsules_by_link(xml_root) -> dict[tuple[str, str, int], tuple[np.ndarray, 
                 origin_el = item.find("origin")
                 xyz = [float(v) for v in (origin_el.get("xyz", "0 0 0") if origin_el is not None else "0 0 0").split()]
                 rpy = [float(v) for v in (origin_el.get("rpy", "0 0 0") if origin_el is not None else "0 0 0").split()]
-                found[(link_el.get("name"), kind, index)] = (mk(xyz, rpy), float(cap.get("radius")),
+                found[(link_el.get("name"), kind, index)] = (make_transform(xyz, rpy), float(cap.get("radius")),
                                                              float(cap.get("length")))
     return found
 
@@ -606,7 +615,7 @@ def _mujoco_mesh_file(geom: Geometry, cache: Path) -> Path:
     if not out.exists():
         mesh = trimesh.load(geom.mesh_path, force="mesh")
         cache.mkdir(parents=True, exist_ok=True)
-        with __import__("akd_core.fileio", fromlist=["atomic_path"]).atomic_path(out) as tmp:
+        with atomic_path(out) as tmp:
             mesh.export(tmp, file_type="stl")
     return out
 
@@ -674,9 +683,9 @@ def _robot_mjcf(robot: Robot, path, *, kp, kd, armature, timestep, friction, roo
             com = link.inertial.origin
             rot = com[:3, :3]
             inertia = _positive_definite(rot @ link.inertial.inertia @ rot.T)  # body frame, for fullinertia
-            inner.append(
-                f'{pad}  <inertial pos="{fmt(com[:3, 3])}" mass="{fmt(link.inertial.mass)}" '
-                f'fullinertia="{fmt([inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]])}"/>')
+            full = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]]
+            inner.append(f'{pad}  <inertial pos="{fmt(com[:3, 3])}" mass="{fmt(link.inertial.mass)}" '
+                         f'fullinertia="{fmt(full)}"/>')
         for k, geom in enumerate(link.collisions):
             inner.append(pad + "  " + _geom_mjcf(geom, f"{link.name}_collision_{k}", "collision", meshes, cache))
         if visuals:
@@ -725,4 +734,4 @@ def _robot_mjcf(robot: Robot, path, *, kp, kd, armature, timestep, friction, roo
 
 
 __all__ = ["Robot", "Link", "Joint", "Geometry", "Inertial", "load_robot", "load_urdf", "resolve_mesh_uri",
-           "package_search_paths", "make_transform", "escape"]
+           "package_search_paths"]

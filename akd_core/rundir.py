@@ -11,8 +11,9 @@ import contextlib
 import importlib.metadata
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import RunDirError
 from .fileio import write_json_atomic
