@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import shutil
 
@@ -343,3 +345,37 @@ def test_tiny_prompt_embeddings_are_seeded_per_prompt(tiny):
     other = make_tiny_prior("a hexapod jumping", seed=0)
     assert not torch.allclose(other.cond_embeds, tiny.cond_embeds)
     torch.testing.assert_close(other.uncond_embeds, tiny.uncond_embeds)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _parse(argv: list[str], add) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="akd prior")
+    add(parser)
+    return parser.parse_args(argv)
+
+
+def test_cli_save_tiny_then_check_reports_the_folder_setup(tmp_path, capsys):
+    from akd_core.prior import add_arguments, cli
+
+    folder = tmp_path / "tiny-2b"
+    assert cli(_parse(["save-tiny", str(folder), "--seed", "4", "--no-rotary"], add_arguments)) == 0
+    assert cli(_parse(["check", str(folder)], add_arguments)) == 0
+    report = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert report["rotary"] is False and report["frames"] == 9 and report["height_px"] == 64
+    assert report["prediction_type"] == "v_prediction" and report["rescale_betas_zero_snr"] is True
+    with pytest.raises(DependencyError, match="does not exist"):
+        cli(_parse(["check", str(tmp_path / "none")], add_arguments))
+
+
+def test_prior_arguments_build_the_requested_prior(tiny_folder):
+    from akd_core.prior import add_prior_arguments, make_prior_from_args
+
+    argv = ["--prior", "cogvideox", "--video-model", str(tiny_folder), "--guidance-scale", "12"]
+    argv += ["--prior-frames", "17", "--prior-height", "32", "--prior-width", "48"]
+    args = _parse(argv, add_prior_arguments)
+    prior = make_prior_from_args(args, PROMPT)
+    assert (prior.num_frames, prior.height, prior.width, prior.guidance_scale) == (17, 32, 48, 12.0)
+    assert prior.vae.use_tiling is False
+    assert prior.encode(_video(1)).shape == (1, 5, 4, 4, 6)

@@ -8,13 +8,15 @@ folder, a tiny random CogVideoX for tests, and an oracle that knows the target v
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from akd_core.errors import ConfigError
+from akd_core.errors import ConfigError, DependencyError
 from akd_core.prior.base import TimestepSchedule, VideoPrior, classifier_free_guidance, guided_prediction
 from akd_core.prior.cogvideox import CogVideoXOptions, CogVideoXPrior, check_model_folder, fit_frames, fit_size
 from akd_core.prior.oracle import OracleVideoPrior
@@ -29,6 +31,11 @@ __all__ = [
     "OracleVideoPrior",
     "TimestepSchedule",
     "VideoPrior",
+    "add_arguments",
+    "add_prior_arguments",
+    "cli",
+    "describe_model_folder",
+    "make_prior_from_args",
     "check_model_folder",
     "classifier_free_guidance",
     "fit_frames",
@@ -87,3 +94,89 @@ def make_prior(
         sample_posterior = options.sample_posterior if "sample_posterior" in opts else False
         return OracleVideoPrior.from_prior(base, target_video, sample_posterior=sample_posterior)
     return base
+
+
+# ----------------------------------------------------------------------------- command line
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def default_device_dtype() -> tuple[str, torch.dtype]:
+    """("cuda", bfloat16) when CUDA is present, else ("cpu", float32)."""
+    return ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
+
+
+def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
+    """The prior options a stage command (e.g. `akd distill`) offers; pair with :func:`make_prior_from_args`."""
+    parser.add_argument("--prior", choices=PRIOR_NAMES, default="tiny", help="video prior for SDS")
+    parser.add_argument("--video-model", type=Path, default=None, metavar="DIR",
+                        help="local diffusers CogVideoX folder (never downloaded)")  # fmt: skip
+    parser.add_argument("--guidance-scale", type=float, default=100.0, help="classifier-free guidance scale")
+    parser.add_argument("--prior-frames", type=int, default=None, help="frames fed to the VAE (8n+1)")
+    parser.add_argument("--prior-height", type=int, default=None, help="prior input height in pixels")
+    parser.add_argument("--prior-width", type=int, default=None, help="prior input width in pixels")
+    parser.add_argument("--prior-dtype", choices=sorted(DTYPES), default=None,
+                        help="model dtype (default bfloat16 on CUDA, float32 on CPU)")  # fmt: skip
+    parser.add_argument("--vae-tiling", action="store_true", help="tile the VAE encode (less GPU memory)")
+
+
+def make_prior_from_args(
+    args: argparse.Namespace, prompt: str, target_video: Tensor | None = None, seed: int = 0
+) -> VideoPrior:
+    """Build the prior chosen by :func:`add_prior_arguments` options."""
+    device, dtype = default_device_dtype()
+    if args.prior_dtype is not None:
+        dtype = DTYPES[args.prior_dtype]
+    opts: dict[str, Any] = {"guidance_scale": args.guidance_scale}
+    for key, value in (("num_frames", args.prior_frames), ("height", args.prior_height), ("width", args.prior_width)):
+        if value is not None:
+            opts[key] = value
+    if args.video_model is not None and args.prior != "tiny":
+        opts["vae_tiling"] = args.vae_tiling
+    return make_prior(args.prior, prompt, args.video_model, target_video, device, dtype, seed, **opts)
+
+
+def describe_model_folder(folder: str | Path) -> dict[str, Any]:
+    """Check a diffusers CogVideoX folder's layout and read its configs (no weights loaded)."""
+    from diffusers import CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
+
+    folder = check_model_folder(folder)
+    try:
+        tcfg = CogVideoXTransformer3DModel.load_config(folder, subfolder="transformer", local_files_only=True)
+        scfg = CogVideoXDDIMScheduler.load_config(folder, subfolder="scheduler", local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise DependencyError(f"cannot read the configs of video model folder {folder}: {exc}") from exc
+    return {
+        "folder": str(folder),
+        "layers": tcfg.get("num_layers"),
+        "heads": tcfg.get("num_attention_heads"),
+        "frames": tcfg.get("sample_frames"),
+        "height_px": tcfg.get("sample_height", 0) * 8,
+        "width_px": tcfg.get("sample_width", 0) * 8,
+        "rotary": tcfg.get("use_rotary_positional_embeddings", False),
+        "prediction_type": scfg.get("prediction_type"),
+        "snr_shift_scale": scfg.get("snr_shift_scale"),
+        "rescale_betas_zero_snr": scfg.get("rescale_betas_zero_snr"),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`akd prior check DIR` | `akd prior save-tiny DIR [--seed N] [--no-rotary]`."""
+    actions = parser.add_subparsers(dest="prior_command", metavar="ACTION")
+    actions.required = True
+    check = actions.add_parser("check", help="validate a local diffusers CogVideoX folder and print its setup")
+    check.add_argument("folder", type=Path)
+    save = actions.add_parser("save-tiny", help="write a tiny random CogVideoX folder (tests, offline demos)")
+    save.add_argument("folder", type=Path)
+    save.add_argument("--seed", type=int, default=0)
+    save.add_argument("--no-rotary", action="store_true", help="sin-cos positions (2B-style) instead of RoPE (5B)")
+
+
+def cli(args: argparse.Namespace) -> int:
+    """Run `akd prior ...`; returns the exit code."""
+    if args.prior_command == "check":
+        print(json.dumps(describe_model_folder(args.folder), indent=2))
+    else:
+        folder = save_tiny_pretrained(args.folder, seed=args.seed, rotary=not args.no_rotary)
+        print(f"wrote tiny CogVideoX model folder {folder}")
+    return 0
