@@ -379,3 +379,19 @@ def test_prior_arguments_build_the_requested_prior(tiny_folder):
     assert (prior.num_frames, prior.height, prior.width, prior.guidance_scale) == (17, 32, 48, 12.0)
     assert prior.vae.use_tiling is False
     assert prior.encode(_video(1)).shape == (1, 5, 4, 4, 6)
+
+
+def test_cogvideox_15_patching_pads_latent_frames_like_the_pipeline():
+    prior = make_tiny_prior(PROMPT, seed=2, patch_size_t=2)  # 3 latent frames -> padded to 4 inside
+    with torch.no_grad():
+        z = prior.encode(_video(9))
+    noise = torch.randn(z.shape, generator=torch.Generator().manual_seed(1))
+    timestep = 300
+    grad, x0_hat = prior.sds_grad(z, timestep, noise)
+    assert grad.shape == z.shape == (1, 3, 4, 8, 8)
+
+    a = float(prior.alphas_cumprod[timestep])
+    noisy = math.sqrt(a) * z + math.sqrt(1 - a) * noise
+    padded = torch.cat([noisy[:, :1], noisy], dim=1)  # the pipeline pads at the front and drops those frames
+    v = _hand_v(prior, padded, timestep, _pipeline_rotary(prior, padded))[:, 1:]
+    assert _rel_err(x0_hat, math.sqrt(a) * noisy - math.sqrt(1 - a) * v) < 1e-4

@@ -51,8 +51,13 @@ _TOKENIZER_TEXT = (  # the tiny tokenizer's word vocabulary (other words fall ba
 )
 
 
-def tiny_transformer_config(rotary: bool = True, frames: int = 9, height: int = 64, width: int = 64) -> dict:
-    """CogVideoXTransformer3DModel kwargs: 2 heads x 16, 1 layer, 4 latent channels."""
+def tiny_transformer_config(
+    rotary: bool = True, patch_size_t: int | None = None, frames: int = 9, height: int = 64, width: int = 64
+) -> dict:
+    """CogVideoXTransformer3DModel kwargs: 2 heads x 16, 1 layer, 4 latent channels.
+
+    rotary: RoPE like CogVideoX-5B (else sin-cos positions like 2B); patch_size_t=2: CogVideoX 1.5 patching.
+    """
     return {
         "num_attention_heads": 2,
         "attention_head_dim": 16,  # RoPE splits it t/h/w = 4/6/6
@@ -65,6 +70,7 @@ def tiny_transformer_config(rotary: bool = True, frames: int = 9, height: int = 
         "sample_height": height // 8,
         "sample_frames": frames,
         "patch_size": 2,
+        "patch_size_t": patch_size_t,
         "max_text_seq_length": TINY_TEXT_SEQ_LEN,
         "use_rotary_positional_embeddings": rotary,
     }
@@ -83,13 +89,15 @@ def tiny_vae_config(height: int = 64, width: int = 64) -> dict:
     }
 
 
-def build_tiny_modules(seed: int = 0, rotary: bool = True) -> tuple[torch.nn.Module, torch.nn.Module, Any]:
+def build_tiny_modules(
+    seed: int = 0, rotary: bool = True, patch_size_t: int | None = None
+) -> tuple[torch.nn.Module, torch.nn.Module, Any]:
     """Seeded (transformer, vae, scheduler) without touching the global RNG."""
     from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        transformer = CogVideoXTransformer3DModel(**tiny_transformer_config(rotary))
+        transformer = CogVideoXTransformer3DModel(**tiny_transformer_config(rotary, patch_size_t))
         vae = AutoencoderKLCogVideoX(**tiny_vae_config())
     return transformer, vae, CogVideoXDDIMScheduler(**TINY_SCHEDULER_CONFIG)
 
@@ -118,9 +126,10 @@ def make_tiny_prior(
     options: CogVideoXOptions | None = None,
     rotary: bool = True,
     vae_gradient_checkpointing: bool = False,
+    patch_size_t: int | None = None,
 ) -> CogVideoXPrior:
     """A CogVideoXPrior on a seeded tiny model: 9 frames at 64x64 by default (3 latent frames of 4x8x8)."""
-    transformer, vae, scheduler = build_tiny_modules(seed, rotary)
+    transformer, vae, scheduler = build_tiny_modules(seed, rotary, patch_size_t)
     if vae_gradient_checkpointing:
         vae.enable_gradient_checkpointing()
     if dtype != torch.float32:  # modules are built in float32
