@@ -113,31 +113,48 @@ def _robots_info(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- stage commands
-# Each stage lives in its own module with `add_arguments(parser)` and a `cli(args) -> int` function.
-STAGE_COMMANDS: list[tuple[str, str, str]] = [
-    ("gait", "akd_core.gait", "procedural reference gait from a prompt -> RUN/reference.npz"),
-    ("distill", "akd_core.distill", "SDS distillation of a motion from a video diffusion prior"),
-    ("track", "akd_core.tracking", "Newton/Warp physics tracking: naive PD replay + optimised PD targets"),
-    ("crosscheck", "akd_core.crosscheck", "replay tracked PD targets/torques in MuJoCo and compare"),
-    ("render", "akd_core.render_run", "Gaussian-splat render of RUN's motion -> RUN/render.mp4"),
-    ("export", "akd_core.export", "datasets and bags: hdf5, lerobot, amp, isaaclab-amp, rosbag2"),
-    ("run", "akd_core.pipeline", "every stage in order (gait|sds -> track -> crosscheck -> preview -> export)"),
-    ("batch", "akd_core.batch", "many runs from a sweep YAML, locally or on a Ray cluster"),
-    ("train-bc", "akd_core.policy", "behaviour cloning on an exported HDF5 dataset"),
-    ("eval-policy", "akd_core.policy", "closed-loop evaluation of a BC policy in MuJoCo"),
+# Each stage lives in its own module with `add_arguments(parser)` and `cli(args) -> int` (names overridable).
+STAGE_COMMANDS: list[tuple[str, str, str, str, str]] = [
+    ("gait", "akd_core.gait", "procedural reference gait from a prompt -> RUN/reference.npz",
+     "add_arguments", "cli"),
+    ("distill", "akd_core.distill", "SDS distillation of a motion from a video diffusion prior",
+     "add_arguments", "cli"),
+    ("track", "akd_core.tracking", "Newton/Warp physics tracking: naive PD replay + optimised PD targets",
+     "add_arguments", "cli"),
+    ("crosscheck", "akd_core.crosscheck", "replay tracked PD targets/torques in MuJoCo and compare",
+     "add_arguments", "cli"),
+    ("render", "akd_core.render_run", "Gaussian-splat render of RUN's motion -> RUN/render.mp4",
+     "add_arguments", "cli"),
+    ("preview", "akd_core.preview", "mesh preview video of RUN (reference | tracked) -> RUN/preview.mp4",
+     "add_arguments", "cli"),
+    ("export", "akd_core.export", "datasets and bags: hdf5, lerobot, amp, isaaclab-amp, rosbag2",
+     "add_arguments", "cli"),
+    ("run", "akd_core.pipeline", "every stage in order (gait|sds -> track -> crosscheck -> preview -> export)",
+     "add_arguments", "cli"),
+    ("batch", "akd_core.batch", "many runs from a sweep YAML, locally or on a Ray cluster",
+     "add_arguments", "cli"),
+    ("prior", "akd_core.prior", "video priors: check a local CogVideoX folder, write a tiny test model",
+     "add_arguments", "cli"),
+    ("train-bc", "akd_core.policy", "behaviour cloning on an exported HDF5 dataset",
+     "add_train_arguments", "train_cli"),
+    ("eval-policy", "akd_core.policy", "closed-loop evaluation of a BC policy in MuJoCo",
+     "add_eval_arguments", "eval_cli"),
 ]
 
 
 def _stage_module(module: str):
+    """The module of a command, or None when that part of AKD is not installed (e.g. akd_ros without rclpy)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name == module:
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
             return None
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `akd` parser. Only the module of ``command`` is imported (so `akd robots list` starts fast);
+    with ``command=None`` every command is listed by name and help text."""
     parser = argparse.ArgumentParser(
         prog="akd", description="AKD: reference gaits, tracked PD targets and datasets for legged robots.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -159,22 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_robots_info)
 
-    for name, module_name, help_text in STAGE_COMMANDS:
-        module = _stage_module(module_name)
-        if module is None:
+    commands = [*STAGE_COMMANDS, ("ros", "akd_ros.cli", "ROS 2: replay a run as live topics", "add_arguments", "cli")]
+    for name, module_name, help_text, add_name, cli_name in commands:
+        if command != name:
+            sub.add_parser(name, help=help_text, description=help_text, add_help=False)
             continue
+        module = _stage_module(module_name)
+        if module is None or not hasattr(module, cli_name):
+            hint = " (install the ROS 2 extra: pip install -e '.[ros]')" if name == "ros" else ""
+            raise AKDError(f"`akd {name}` is not available in this installation: {module_name} is missing{hint}")
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add = getattr(module, "add_arguments" if not name.startswith(("train", "eval")) else
-                      f"add_{name.replace('-', '_')}_arguments")
-        add(p)
-        p.set_defaults(func=getattr(module, "cli" if not name.startswith(("train", "eval")) else
-                                    f"{name.replace('-', '_')}_cli"))
-
-    ros_module = _stage_module("akd_ros.cli")
-    if ros_module is not None:
-        ros = sub.add_parser("ros", help="ROS 2: replay a run as live topics")
-        ros_module.add_arguments(ros)
+        getattr(module, add_name)(p)
+        p.set_defaults(func=getattr(module, cli_name))
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,18 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format="%(message)s")
     if not debug:
         warnings.simplefilter("ignore", DeprecationWarning)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
     try:
+        parser = build_parser(_command_of(argv))
+        args = parser.parse_args(argv)
+        func: Callable[[argparse.Namespace], int] = args.func
         return int(func(args) or 0)
     except AKDError as exc:
         if debug:
             raise
-        print(f"akd {args.command}: error: {exc}", file=sys.stderr)
+        command = _command_of(argv) or ""
+        print(f"akd {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"akd {args.command}: interrupted; re-run the same command to resume from the last checkpoint",
+        print(f"akd {_command_of(argv)}: interrupted; re-run the same command to resume from the last checkpoint",
               file=sys.stderr)
         return 130
 
