@@ -1,0 +1,144 @@
+"""Rendering a posed Gaussian clip into video frames, and writing MP4 files.
+
+:func:`rasterize` picks the backend (gsplat on CUDA, pure torch elsewhere);
+:func:`render_video` adds the ground layer and returns frames (F, 3, H, W) in [0, 1],
+differentiable with respect to means, covariances, colours and opacities;
+:func:`write_mp4` writes frames atomically with the ffmpeg shipped in imageio-ffmpeg.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from akd_core.errors import ConfigError
+from akd_core.fileio import atomic_path
+from akd_core.render.ground import GroundConfig, mask_below_ground, render_ground
+from akd_core.render.gsplat_backend import gsplat_unavailable_reason, rasterize_gsplat
+from akd_core.render.rasterize_torch import rasterize_torch
+
+BACKENDS = ("auto", "torch", "gsplat")
+DEFAULT_GROUND = GroundConfig()  # frozen: a shared default, not state
+
+
+def resolve_backend(backend: str = "auto") -> str:
+    """'torch' or 'gsplat' for a requested backend; 'auto' takes gsplat when CUDA is present."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"render: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        return "gsplat" if gsplat_unavailable_reason() is None else "torch"
+    return backend
+
+
+def rasterize(
+    means: Tensor,
+    covars: Tensor,
+    colors: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    backend: str = "auto",
+    **options: float,
+) -> tuple[Tensor, Tensor]:
+    """Rasterize Gaussians with the chosen backend; see :func:`rasterize_torch` for shapes.
+
+    Returns rgb (C, H, W, D) without background and alpha (C, H, W, 1).
+    ``backend='gsplat'`` without CUDA raises DependencyError with the reason.
+    """
+    if resolve_backend(backend) == "gsplat":
+        return rasterize_gsplat(means, covars, colors, opacities, viewmats, Ks, width, height, **options)
+    return rasterize_torch(means, covars, colors, opacities, viewmats, Ks, width, height, **options)
+
+
+def render_video(
+    means: Tensor,
+    covars: Tensor,
+    colors: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    K: Tensor,
+    width: int,
+    height: int,
+    ground: GroundConfig | None = DEFAULT_GROUND,
+    backend: str = "auto",
+    background: tuple[float, float, float] = (1.0, 1.0, 1.0),
+) -> Tensor:
+    """Render a posed Gaussian clip over the ground; returns frames (F, 3, H, W) in [0, 1].
+
+    Args:
+        means: (F, N, 3) posed means, world, z up.
+        covars: (F, N, 3, 3) posed covariances (e.g. J Sigma J^T from LBS).
+        colors: (N, 3) or (F, N, 3) RGB in [0, 1].
+        opacities: (N,) or (F, N) in [0, 1].
+        viewmats: (F, 4, 4) world -> camera (OpenCV), e.g. from :func:`follow_camera`.
+        K: (3, 3) or (F, 3, 3) intrinsics.
+        ground: checkerboard + sky layer (Gaussians below z = 0 get opacity 0), or None
+            for a plain ``background`` colour.
+    """
+    if means.ndim != 3 or viewmats.ndim != 3 or means.shape[0] != viewmats.shape[0]:
+        raise ConfigError(
+            f"render: render_video needs means (F,N,3) and viewmats (F,4,4) with the same F, "
+            f"got {tuple(means.shape)} and {tuple(viewmats.shape)}"
+        )
+    if ground is not None:
+        opacities = mask_below_ground(means, opacities)
+    rgb, alpha = rasterize(means, covars, colors, opacities, viewmats, K, width, height, backend=backend)
+    if ground is not None:
+        bg = render_ground(viewmats.to(rgb), K.to(rgb), width, height, ground, means=means.detach().to(rgb))
+    else:
+        bg = torch.tensor(background, dtype=rgb.dtype, device=rgb.device).expand_as(rgb)
+    frames = rgb + (1.0 - alpha) * bg  # (F, H, W, 3)
+    return frames.clamp(0.0, 1.0).permute(0, 3, 1, 2)
+
+
+def to_uint8_frames(frames: Tensor | np.ndarray) -> np.ndarray:
+    """Frames (F, 3, H, W) or (F, H, W, 3), float in [0, 1] or uint8 -> uint8 (F, H, W, 3)."""
+    arr = frames.detach().cpu().numpy() if isinstance(frames, Tensor) else np.asarray(frames)
+    if arr.ndim != 4 or (arr.shape[1] != 3 and arr.shape[-1] != 3):
+        raise ConfigError(f"video: frames must be (F,3,H,W) or (F,H,W,3), got {arr.shape}")
+    if arr.shape[-1] != 3:
+        arr = arr.transpose(0, 2, 3, 1)
+    if arr.dtype != np.uint8:
+        arr = np.round(np.clip(arr.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+    return np.ascontiguousarray(arr)
+
+
+def write_mp4(frames: Tensor | np.ndarray, path: str | os.PathLike, fps: float = 30.0, quality: int = 18) -> Path:
+    """Write frames to an H.264 MP4 atomically; returns the path.
+
+    frames: (F, 3, H, W) or (F, H, W, 3), float in [0, 1] or uint8. Odd sizes are padded
+    by edge replication to even ones (yuv420p needs them). ``quality`` is x264's CRF.
+    """
+    import imageio_ffmpeg
+
+    if fps <= 0:
+        raise ConfigError(f"video: fps must be positive, got {fps}")
+    arr = to_uint8_frames(frames)
+    if arr.shape[0] == 0:
+        raise ConfigError(f"video: no frames to write to {path}")
+    pad_h, pad_w = arr.shape[1] % 2, arr.shape[2] % 2
+    if pad_h or pad_w:
+        arr = np.pad(arr, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    height, width = arr.shape[1:3]
+    with atomic_path(path, suffix=".mp4") as tmp:
+        writer = imageio_ffmpeg.write_frames(
+            str(tmp),
+            (width, height),
+            fps=fps,
+            codec="libx264",
+            pix_fmt_in="rgb24",
+            pix_fmt_out="yuv420p",
+            macro_block_size=1,
+            output_params=["-crf", str(quality)],
+        )
+        writer.send(None)
+        for frame in arr:
+            writer.send(frame)
+        writer.close()
+    return Path(path)
