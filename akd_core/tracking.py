@@ -1,0 +1,839 @@
+"""Physics-based tracking on Newton/Warp: naive PD replay and optimised PD targets (PAPER.md "Physics-based tracking").
+
+The room owns: building a Newton model from a :class:`~akd_core.robot.Robot` (floating base, ground contact, PD gains,
+armature, effort clamping), the chunked differentiable rollout (one ``torch.autograd.Function`` per chunk of
+substeps whose backward replays a ``wp.Tape`` and clips the gradient at the chunk boundary), the Adam optimisation of
+PD targets + initial velocity, and the ``track`` stage that writes ``RUN/tracked.npz``.
+
+Solver choice (measured, see docs/tracking.md): ``SolverFeatherstone`` at ``sim_dt = 1e-3`` s with contact friction gain
+``kf`` ~100 N s/m (scaled by mass). Featherstone updates ``joint_q`` (our PD needs it to clamp effort) and honours
+armature; ``SolverSemiImplicit`` needs dt <= 5e-5 (20x more steps) and neither updates ``joint_q`` nor uses armature.
+Featherstone's gradients are approximate at contact, which is why every chunk boundary clips the gradient.
+
+Conventions: quaternions xyzw (Newton's own order too); Newton's free-joint ``joint_qd`` is
+``[v_com (world), omega (world)]`` (newton 1.8 ``State.joint_qd`` docstring), converted to/from root-origin velocity
+here. Joint order is mapped by name between ``Robot.joint_names`` and Newton's DoFs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import ConfigError, DependencyError, MotionError
+from .fileio import atomic_path
+from .kinematics import ForwardKinematics, geometry_corners
+from .motion import Motion, TrackedMotion, quat_to_matrix
+from .robot import Robot, load_urdf
+from .rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "track_ckpt.pt"
+REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (STACK.md)
+GRAVITY = 9.81
+FALL_TILT_DEG = 60.0
+FALL_HEIGHT_FRACTION = 0.5
+STANCE_HEIGHT_M = 0.005
+SATURATION_FRACTION = 0.99
+
+
+# ----------------------------------------------------------------------------- configuration
+@dataclass
+class TrackingConfig:
+    """Physics and optimisation settings. ``None`` fields take robot-scaled defaults (see :func:`default_physics`)."""
+
+    sim_dt: float = 1e-3  # s, upper bound; adjusted so a whole number of substeps fits one control period
+    control_hz: float | None = None  # default: the reference fps clamped to [25, 100]
+    kp: float | list[float] | None = None  # N m/rad per joint
+    kd: float | list[float] | None = None  # N m s/rad per joint
+    armature: float | None = None  # kg m^2 per joint
+    contact_ke: float | None = None  # N/m
+    contact_kd: float | None = None  # N s/m
+    contact_kf: float | None = None  # N s/m, friction slope (gradient stability, see module docstring)
+    contact_mu: float = 1.0
+    iterations: int | None = None  # default 200 on CUDA, 30 on CPU
+    lr: float = 0.01  # Adam step, rad
+    lambda_smooth: float = 0.2  # lambda_3 of the paper
+    upright_weight: float = 0.5  # virtual upright penalty (1 - up_z of the root) weight, m-equivalent
+    grad_clip: float = 1.0  # max norm of the gradient crossing each chunk boundary
+    patience: int = 6  # early stop after this many iterations without relative improvement
+    min_rel_improvement: float = 2e-3
+    device: str | None = None  # "cuda" | "cpu" | None (auto)
+    seed: int = 0
+    graph_capture: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class PhysicsParams:
+    """Resolved per-robot physics: gains (J,), armature, contact material."""
+
+    kp: np.ndarray  # (J,)
+    kd: np.ndarray  # (J,)
+    armature: np.ndarray  # (J,)
+    effort: np.ndarray  # (J,) N m
+    contact_ke: float
+    contact_kd: float
+    contact_kf: float
+    contact_mu: float
+
+
+def subtree_inertia_about_joints(robot: Robot) -> np.ndarray:
+    """(J,) moment of inertia (kg m^2) of each actuated joint's child subtree about the joint axis at the
+    reference pose (zero angles), using point masses at link COMs plus each link's own inertia about the axis."""
+    fk = ForwardKinematics(robot)
+    frames = torch.zeros(1, 3, dtype=torch.float64)
+    quat = torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    link_pos, link_rot = fk(frames, quat, torch.zeros(1, robot.num_dofs, dtype=torch.float64))
+    link_pos, link_rot = link_pos[0].numpy(), link_rot[0].numpy()
+    index = {name: i for i, name in enumerate(robot.link_names)}
+    children: dict[str, list[str]] = {}
+    for joint in robot.joints:
+        children.setdefault(joint.parent, []).append(joint.child)
+
+    def subtree(link: str) -> list[str]:
+        out = [link]
+        for child in children.get(link, []):
+            out += subtree(child)
+        return out
+
+    inertias = np.zeros(robot.num_dofs)
+    for j, name in enumerate(robot.joint_names):
+        joint = robot.joint(name)
+        parent_i = index[joint.parent]
+        anchor = link_pos[parent_i] + link_rot[parent_i] @ joint.origin[:3, 3]
+        axis = link_rot[index[joint.child]] @ np.asarray(joint.axis, dtype=np.float64)
+        axis = axis / max(np.linalg.norm(axis), 1e-12)
+        total = 0.0
+        for link_name in subtree(joint.child):
+            inertial = robot.link(link_name).inertial
+            if inertial is None or inertial.mass <= 0:
+                continue
+            li = index[link_name]
+            rot = link_rot[li] @ inertial.origin[:3, :3]
+            com = link_pos[li] + link_rot[li] @ inertial.origin[:3, 3]
+            r = com - anchor
+            dist2 = float(r @ r - (r @ axis) ** 2)
+            total += inertial.mass * dist2 + float(axis @ (rot @ inertial.inertia @ rot.T) @ axis)
+        inertias[j] = total
+    return inertias
+
+
+def default_physics(robot: Robot, cfg: TrackingConfig) -> PhysicsParams:
+    """Robot-scaled defaults, overridable field by field from ``cfg``.
+
+    With M the total mass and I_j the subtree inertia about joint j (:func:`subtree_inertia_about_joints`):
+      kp_j = 4.5 N m/(rad kg) * M            (60 N m/rad for a 13 kg quadruped, the measured STACK setting)
+      armature_j = 0.01 kg m^2 * M / 13 kg
+      kd_j = 2 sqrt(kp_j (I_j + armature_j))  (critically damped joint with its subtree),
+             floored at 0.02 s * kp_j
+      contact ke = 2e4 N/m * M / 13, kd = 5e2 N s/m * M / 13, kf = 1e2 N s/m * M / 13, mu = 1.
+    """
+    n = robot.num_dofs
+    mass = max(robot.total_mass, 1e-3)
+    scale = mass / REFERENCE_MASS_KG
+
+    def per_joint(value, default: np.ndarray, name: str) -> np.ndarray:
+        if value is None:
+            return default
+        arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)) if np.ndim(value) == 0 else \
+            np.asarray(value, dtype=np.float64)
+        if arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ConfigError(f"tracking option '{name}' must be a non-negative scalar or {n} values (one per joint "
+                              f"{robot.joint_names}), got {value!r}")
+        return arr
+
+    kp = per_joint(cfg.kp, np.full(n, 4.5 * mass), "kp")
+    armature = per_joint(cfg.armature, np.full(n, 0.01 * scale), "armature")
+    inertia = subtree_inertia_about_joints(robot)
+    kd = per_joint(cfg.kd, np.maximum(2.0 * np.sqrt(kp * (inertia + armature)), 0.02 * kp), "kd")
+    effort = np.asarray(robot.effort_limit, dtype=np.float64).copy()
+    bad = ~np.isfinite(effort) | (effort <= 0)
+    if np.any(bad):  # URDF effort 0 / missing means "unspecified": allow what the PD can ask at 1 rad
+        log.warning("joints %s have no effort limit in the URDF; using kp * 1 rad",
+                    [robot.joint_names[i] for i in np.flatnonzero(bad)])
+        effort[bad] = kp[bad]
+    return PhysicsParams(
+        kp=kp, kd=kd, armature=armature, effort=effort,
+        contact_ke=cfg.contact_ke if cfg.contact_ke is not None else 2e4 * scale,
+        contact_kd=cfg.contact_kd if cfg.contact_kd is not None else 5e2 * scale,
+        contact_kf=cfg.contact_kf if cfg.contact_kf is not None else 1e2 * scale,
+        contact_mu=cfg.contact_mu,
+    )
+
+
+def resolve_device(device: str | None) -> str:
+    """'cuda' when Warp sees a GPU (or when asked), else 'cpu'."""
+    wp = _import_warp()
+    if device in (None, "auto"):
+        return "cuda" if wp.get_cuda_device_count() > 0 else "cpu"
+    if device.startswith("cuda") and wp.get_cuda_device_count() == 0:
+        raise ConfigError(f"--device {device} was requested but Warp sees no CUDA device; use --device cpu")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ConfigError(f"--device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+    return device
+
+
+def _import_warp():
+    try:
+        import warp as wp
+    except ImportError as exc:  # pragma: no cover - the stack always has warp
+        raise DependencyError("tracking needs warp-lang and newton: pip install warp-lang newton") from exc
+    wp.config.quiet = True
+    return wp
+
+
+# ----------------------------------------------------------------------------- Warp kernels
+def _pd_kernel():
+    wp = _import_warp()
+
+    @wp.kernel
+    def pd_torque(joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
+                  targets: wp.array2d(dtype=float), step: int, q_index: wp.array(dtype=int),
+                  qd_index: wp.array(dtype=int), kp: wp.array(dtype=float), kd: wp.array(dtype=float),
+                  effort: wp.array(dtype=float), joint_f: wp.array(dtype=float), torque_log: wp.array2d(dtype=float)):
+        # tau = kp (q* - q) - kd qdot, clamped to the URDF effort limit (Newton's solvers do not clamp)
+        j = wp.tid()
+        q = joint_q[q_index[j]]
+        qd = joint_qd[qd_index[j]]
+        tau = kp[j] * (targets[step, j] - q) - kd[j] * qd
+        tau = wp.clamp(tau, -effort[j], effort[j])
+        joint_f[qd_index[j]] = tau
+        torque_log[step, j] = tau
+
+    return pd_torque
+
+
+# ----------------------------------------------------------------------------- the simulator
+class NewtonSim:
+    """A Newton model of ``robot`` on a ground plane plus buffers for one chunk of ``steps`` substeps.
+
+    ``run_chunk`` advances the generalized state (joint_q (Q,), joint_qd (D,)) by ``steps`` substeps under PD targets
+    (steps, J); with ``record=True`` it records a ``wp.Tape`` so gradients can be taken w.r.t. the input state and
+    targets. The same buffers are reused by every chunk (backward recomputes the chunk from its saved input).
+    """
+
+    def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, device: str = "cpu",
+                 requires_grad: bool = True, graph_capture: bool = True):
+        wp = _import_warp()
+        try:
+            import newton
+        except ImportError as exc:  # pragma: no cover
+            raise DependencyError("tracking needs newton: pip install newton") from exc
+        self.wp, self.newton = wp, newton
+        self.robot, self.physics, self.sim_dt, self.steps, self.device = robot, physics, sim_dt, steps, device
+        self.model = self._build_model(requires_grad)
+        self._map_joints()
+        self.solver = newton.solvers.SolverFeatherstone(self.model)
+        self.states = [self.model.state(requires_grad=requires_grad) for _ in range(steps + 1)]
+        self.controls = [self.model.control(requires_grad=requires_grad) for _ in range(steps)]
+        for control in self.controls:
+            control.joint_f.zero_()
+        self.pipeline = newton.CollisionPipeline(self.model, broad_phase="explicit", reduce_contacts=False,
+                                                 requires_grad=requires_grad)
+        self.contacts = self.pipeline.contacts()
+        j = robot.num_dofs
+        self.targets = wp.zeros((steps, j), dtype=float, device=device, requires_grad=requires_grad)
+        self.torque_log = wp.zeros((steps, j), dtype=float, device=device)
+        self.kp = wp.array(physics.kp.astype(np.float32), dtype=float, device=device)
+        self.kd = wp.array(physics.kd.astype(np.float32), dtype=float, device=device)
+        self.effort = wp.array(physics.effort.astype(np.float32), dtype=float, device=device)
+        self.pd_kernel = _pd_kernel()
+        self.root_com = self.model.body_com.numpy()[self.root_body].astype(np.float64)  # (3,) in root frame
+        self._graph = None
+        self._graph_warm = False  # capture only after one eager chunk allocated the solver's buffers
+        self._capture = graph_capture
+
+    # -- building -------------------------------------------------------------
+    def _build_model(self, requires_grad: bool):
+        newton, p = self.newton, self.physics
+        builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
+        cfg = builder.default_shape_cfg
+        cfg.ke, cfg.kd, cfg.kf, cfg.mu = p.contact_ke, p.contact_kd, p.contact_kf, p.contact_mu
+        with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
+            urdf = Path(tmp) / f"{self.robot.name}.urdf"
+            self.robot.to_urdf(urdf)
+            builder.add_urdf(str(urdf), floating=True, collapse_fixed_joints=True, enable_self_collisions=False,
+                             hide_visuals=True)
+        builder.add_ground_plane()
+        model = builder.finalize(device=self.device, requires_grad=requires_grad)
+        model.joint_target_ke.zero_()  # PD is ours (clamped); Newton's own drive stays off
+        model.joint_target_kd.zero_()
+        return model
+
+    def _map_joints(self) -> None:
+        """Index maps by name: Robot joint j -> Newton q/qd index; Newton bodies -> Robot links."""
+        m = self.model
+        labels = [str(s).split("/")[-1] for s in m.joint_label]
+        types = m.joint_type.numpy()
+        q_start, qd_start = m.joint_q_start.numpy(), m.joint_qd_start.numpy()
+        free = [i for i, t in enumerate(types) if int(t) == int(self.newton.JointType.FREE)]
+        if len(free) != 1:
+            raise MotionError(f"robot '{self.robot.name}': expected one floating base in the Newton model, found "
+                              f"{len(free)}")
+        self.free_q, self.free_qd = int(q_start[free[0]]), int(qd_start[free[0]])
+        q_index, qd_index = [], []
+        for name in self.robot.joint_names:
+            if name not in labels:
+                raise MotionError(f"robot '{self.robot.name}': joint '{name}' is missing from the Newton model "
+                                  f"(Newton joints: {labels})")
+            k = labels.index(name)
+            q_index.append(int(q_start[k]))
+            qd_index.append(int(qd_start[k]))
+        self.q_index = np.array(q_index)
+        self.qd_index = np.array(qd_index)
+        self.q_index_wp = self.wp.array(self.q_index.astype(np.int32), dtype=int, device=self.device)
+        self.qd_index_wp = self.wp.array(self.qd_index.astype(np.int32), dtype=int, device=self.device)
+        armature = m.joint_armature.numpy()
+        armature[self.qd_index] = self.physics.armature
+        m.joint_armature.assign(armature)
+        body_names = [str(s).split("/")[-1] for s in m.body_label]
+        link_names = self.robot.link_names
+        self.body_ids = np.array([i for i, n in enumerate(body_names) if n in link_names])
+        self.body_link_ids = np.array([link_names.index(body_names[i]) for i in self.body_ids])
+        self.root_body = body_names.index(self.robot.root_link) if self.robot.root_link in body_names else 0
+        self.nq, self.nqd = m.joint_coord_count, m.joint_dof_count
+
+    # -- state conversion -----------------------------------------------------
+    def generalized_state(self, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
+                          root_lin_vel: np.ndarray, root_ang_vel: np.ndarray,
+                          joint_vel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Root origin pose/velocity (world) + joints -> Newton (joint_q (Q,), joint_qd (D,))."""
+        q = np.zeros(self.nq, dtype=np.float64)
+        qd = np.zeros(self.nqd, dtype=np.float64)
+        q[self.free_q:self.free_q + 3] = root_pos
+        q[self.free_q + 3:self.free_q + 7] = root_quat / np.linalg.norm(root_quat)  # xyzw, Newton's order too
+        q[self.q_index] = joint_pos
+        com_offset = quat_to_matrix(root_quat) @ self.root_com
+        qd[self.free_qd:self.free_qd + 3] = root_lin_vel + np.cross(root_ang_vel, com_offset)  # origin -> COM
+        qd[self.free_qd + 3:self.free_qd + 6] = root_ang_vel
+        qd[self.qd_index] = joint_vel
+        return q, qd
+
+    def split_state(self, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarray]:
+        """Newton (..., Q), (..., D) -> root_pos, root_quat, joint_pos, root_lin_vel (origin), root_ang_vel,
+        joint_vel, each (..., k)."""
+        root_quat = q[..., self.free_q + 3:self.free_q + 7]
+        omega = qd[..., self.free_qd + 3:self.free_qd + 6]
+        com_offset = (quat_to_matrix(root_quat) @ self.root_com[:, None])[..., 0]
+        return {
+            "root_pos": q[..., self.free_q:self.free_q + 3],
+            "root_quat": root_quat,
+            "joint_pos": q[..., self.q_index],
+            "root_lin_vel": qd[..., self.free_qd:self.free_qd + 3] - np.cross(omega, com_offset),
+            "root_ang_vel": omega,
+            "joint_vel": qd[..., self.qd_index],
+        }
+
+    # -- stepping -------------------------------------------------------------
+    def _steps(self) -> None:
+        wp = self.wp
+        for i in range(self.steps):
+            state_in, state_out = self.states[i], self.states[i + 1]
+            state_in.clear_forces()
+            wp.launch(self.pd_kernel, dim=self.robot.num_dofs,
+                      inputs=[state_in.joint_q, state_in.joint_qd, self.targets, i, self.q_index_wp,
+                              self.qd_index_wp, self.kp, self.kd, self.effort],
+                      outputs=[self.controls[i].joint_f, self.torque_log], device=self.device)
+            self.solver.step(state_in, state_out, self.controls[i], self.contacts, self.sim_dt)
+
+    def _load_input(self, q: np.ndarray, qd: np.ndarray, targets: np.ndarray) -> None:
+        state = self.states[0]
+        state.joint_q.assign(q.astype(np.float32))
+        state.joint_qd.assign(qd.astype(np.float32))
+        self.targets.assign(targets.astype(np.float32))
+        self.newton.eval_fk(self.model, state.joint_q, state.joint_qd, state)
+        self.pipeline.collide(state, self.contacts)  # contacts fixed for the chunk (rigid_gap covers its motion)
+
+    def run_chunk(self, q: np.ndarray, qd: np.ndarray, targets: np.ndarray, record: bool = False):
+        """Advance (Q,), (D,) under targets (steps, J). Returns the tape when ``record`` (else None)."""
+        wp = self.wp
+        self._load_input(q, qd, targets)
+        if record:
+            tape = wp.Tape()
+            with tape:
+                self.newton.eval_fk(self.model, self.states[0].joint_q, self.states[0].joint_qd, self.states[0])
+                self._steps()
+            return tape
+        if self._capture and self._graph is None and self._graph_warm:
+            try:
+                with wp.ScopedCapture(device=self.device) as capture:
+                    self._steps()
+                self._graph = capture.graph
+            except Exception as exc:  # capture unsupported here: run eagerly from now on
+                log.info("graph capture unavailable (%s); stepping eagerly", exc)
+                self._capture = False
+                self._load_input(q, qd, targets)
+                self._steps()
+                return None
+        if self._graph is not None:
+            wp.capture_launch(self._graph)
+        else:
+            self._steps()
+            self._graph_warm = True
+        return None
+
+    def output(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(joint_q (Q,), joint_qd (D,), body positions (B,3) of the bodies matched to Robot links)."""
+        last = self.states[-1]
+        return (last.joint_q.numpy().copy(), last.joint_qd.numpy().copy(),
+                last.body_q.numpy()[self.body_ids, :3].copy())
+
+    def chunk_torques(self) -> np.ndarray:
+        """(steps, J) clamped PD torques of the last chunk."""
+        return self.torque_log.numpy().copy()
+
+
+# ----------------------------------------------------------------------------- differentiable chunk
+class _ChunkFunction(torch.autograd.Function):
+    """One chunk of substeps. Forward: plain (captured) rollout. Backward: recompute with a wp.Tape, replay it
+    backwards, and clip the gradient that crosses the chunk boundary to ``clip`` (L2 norm)."""
+
+    @staticmethod
+    def forward(ctx, q_in, qd_in, targets, sim: NewtonSim, clip: float):  # noqa: D401
+        sim.run_chunk(q_in.detach().numpy(), qd_in.detach().numpy(), targets.detach().numpy(), record=False)
+        q_out, qd_out, body_pos = sim.output()
+        ctx.save_for_backward(q_in, qd_in, targets)
+        ctx.sim, ctx.clip = sim, clip
+        return (torch.from_numpy(q_out).to(q_in.dtype), torch.from_numpy(qd_out).to(q_in.dtype),
+                torch.from_numpy(body_pos).to(q_in.dtype))
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_qd, grad_body):
+        sim: NewtonSim = ctx.sim
+        wp = sim.wp
+        q_in, qd_in, targets = ctx.saved_tensors
+        tape = sim.run_chunk(q_in.numpy(), qd_in.numpy(), targets.numpy(), record=True)
+        last = sim.states[-1]
+        body_grad = np.zeros((sim.model.body_count, 7), dtype=np.float32)
+        if grad_body is not None:
+            body_grad[sim.body_ids, :3] = grad_body.numpy()
+        zeros_q, zeros_qd = np.zeros(sim.nq, np.float32), np.zeros(sim.nqd, np.float32)
+        grads = {
+            last.joint_q: wp.array(grad_q.numpy() if grad_q is not None else zeros_q, dtype=float, device=sim.device),
+            last.joint_qd: wp.array(grad_qd.numpy() if grad_qd is not None else zeros_qd, dtype=float,
+                                    device=sim.device),
+            last.body_q: wp.array(body_grad, dtype=wp.transform, device=sim.device),
+        }
+        tape.backward(grads=grads)
+        g_q = sim.states[0].joint_q.grad.numpy().copy()
+        g_qd = sim.states[0].joint_qd.grad.numpy().copy()
+        g_targets = sim.targets.grad.numpy().copy()
+        tape.zero()
+        for g in (g_q, g_qd, g_targets):
+            np.nan_to_num(g, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        norm = math.sqrt(float((g_q ** 2).sum() + (g_qd ** 2).sum() + (g_targets ** 2).sum()))
+        if norm > ctx.clip:  # per-chunk clipping: long-horizon contact gradients explode otherwise
+            scale = ctx.clip / norm
+            g_q, g_qd, g_targets = g_q * scale, g_qd * scale, g_targets * scale
+        dtype = q_in.dtype
+        return (torch.from_numpy(g_q).to(dtype), torch.from_numpy(g_qd).to(dtype),
+                torch.from_numpy(g_targets).to(dtype), None, None)
+
+
+# ----------------------------------------------------------------------------- rollouts
+@dataclass
+class Rollout:
+    """Simulated states at the control frames (T = frames) and torques per control period."""
+
+    q: torch.Tensor  # (T, Q) Newton joint_q
+    qd: torch.Tensor  # (T, D) Newton joint_qd
+    body_pos: torch.Tensor  # (T, B, 3) matched bodies
+    torques: np.ndarray  # (T, J) mean clamped torque over the period following each frame
+    torque_peak: np.ndarray  # (T, J) max |torque| over that period
+
+
+def substep_targets(pd_targets: torch.Tensor, steps: int) -> torch.Tensor:
+    """Control-rate targets (T, J) -> per-substep targets (T-1, steps, J), linear between control frames."""
+    frac = torch.arange(steps, dtype=pd_targets.dtype) / steps  # (steps,)
+    start, end = pd_targets[:-1, None, :], pd_targets[1:, None, :]
+    return start + (end - start) * frac[None, :, None]
+
+
+def rollout(sim: NewtonSim, q0: torch.Tensor, qd0: torch.Tensor, pd_targets: torch.Tensor, clip: float = 1.0,
+            progress: bool = False) -> Rollout:
+    """Simulate from (Q,), (D,) under control-rate targets (T, J). Differentiable w.r.t. all three inputs."""
+    sub = substep_targets(pd_targets, sim.steps)
+    q, qd = q0, qd0
+    qs, qds = [q0], [qd0]
+    body0 = _bodies_at(sim, q0.detach().numpy(), qd0.detach().numpy())
+    bodies = [torch.from_numpy(body0).to(q0.dtype)]
+    torques, peaks = [], []
+    chunks = range(sub.shape[0])
+    if progress:
+        from tqdm import tqdm
+
+        chunks = tqdm(chunks, desc="rollout", leave=False)
+    for k in chunks:
+        q, qd, body = _ChunkFunction.apply(q, qd, sub[k], sim, clip)
+        if not torch.isfinite(q).all():
+            raise MotionError(f"simulation diverged at control step {k}; lower --sim-dt or the PD gains")
+        qs.append(q)
+        qds.append(qd)
+        bodies.append(body)
+        tau = sim.chunk_torques()
+        torques.append(tau.mean(0))
+        peaks.append(np.abs(tau).max(0))
+    torques.append(torques[-1] if torques else np.zeros(sim.robot.num_dofs))
+    peaks.append(peaks[-1] if peaks else np.zeros(sim.robot.num_dofs))
+    return Rollout(torch.stack(qs), torch.stack(qds), torch.stack(bodies), np.stack(torques), np.stack(peaks))
+
+
+def _bodies_at(sim: NewtonSim, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    state = sim.states[0]
+    state.joint_q.assign(q.astype(np.float32))
+    state.joint_qd.assign(qd.astype(np.float32))
+    sim.newton.eval_fk(sim.model, state.joint_q, state.joint_qd, state)
+    return state.body_q.numpy()[sim.body_ids, :3].copy()
+
+
+# ----------------------------------------------------------------------------- the tracking problem
+@dataclass
+class TrackingProblem:
+    """Reference at the control rate, the simulator, and the start state."""
+
+    robot: Robot
+    reference: Motion  # resampled to the control rate
+    sim: NewtonSim
+    physics: PhysicsParams
+    q0: np.ndarray  # (Q,)
+    qd0: np.ndarray  # (D,)
+    ref_body_pos: torch.Tensor  # (T, B, 3) reference positions of the matched links
+    cfg: TrackingConfig
+
+
+def control_rate(motion: Motion, cfg: TrackingConfig) -> tuple[float, int, float]:
+    """(control_hz, substeps per control period, sim_dt) with sim_dt <= cfg.sim_dt."""
+    hz = cfg.control_hz if cfg.control_hz is not None else min(max(motion.fps, 25.0), 100.0)
+    if hz <= 0 or cfg.sim_dt <= 0:
+        raise ConfigError(f"control_hz and sim_dt must be positive (got {hz}, {cfg.sim_dt})")
+    steps = max(1, int(math.ceil(1.0 / (hz * cfg.sim_dt) - 1e-9)))
+    return hz, steps, 1.0 / (hz * steps)
+
+
+def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
+    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0.
+
+    Returns root_pos (3,) and the applied vertical shift (m)."""
+    link_idx, points = geometry_corners(robot)
+    if len(points) == 0:
+        raise MotionError(f"robot '{robot.name}' has no collision or visual geometry to stand on")
+    fk = ForwardKinematics(robot)
+    world = fk.link_points(torch.as_tensor(motion.root_pos[:1], dtype=torch.float64),
+                           torch.as_tensor(motion.root_quat[:1], dtype=torch.float64),
+                           torch.as_tensor(motion.joint_pos[:1], dtype=torch.float64),
+                           torch.as_tensor(link_idx), torch.as_tensor(points))
+    shift = -float(world[0, :, 2].min())
+    root = motion.root_pos[0].astype(np.float64) + np.array([0.0, 0.0, shift])
+    return root, shift
+
+
+def build_problem(robot: Robot, motion: Motion, cfg: TrackingConfig) -> TrackingProblem:
+    """Resample the reference to the control rate, build the Newton model and the start state."""
+    motion.check_robot(robot, "reference")
+    hz, steps, sim_dt = control_rate(motion, cfg)
+    reference = motion if abs(motion.fps - hz) < 1e-9 else motion.resample(hz)
+    if reference.num_frames < 2:
+        raise MotionError("the reference clip needs at least two frames at the control rate to track")
+    physics = default_physics(robot, cfg)
+    device = resolve_device(cfg.device)
+    sim = NewtonSim(robot, physics, sim_dt, steps, device=device, graph_capture=cfg.graph_capture)
+    root0, _ = start_pose(robot, reference)
+    q0, qd0 = sim.generalized_state(root0, reference.root_quat[0], reference.joint_pos[0],
+                                    reference.root_lin_vel()[0], reference.root_ang_vel()[0],
+                                    reference.joint_vel()[0])
+    fk = ForwardKinematics(robot)
+    with torch.no_grad():
+        link_pos, _ = fk(torch.as_tensor(reference.root_pos, dtype=torch.float64),
+                         torch.as_tensor(reference.root_quat, dtype=torch.float64),
+                         torch.as_tensor(reference.joint_pos, dtype=torch.float64))
+    ref_body = link_pos[:, torch.as_tensor(sim.body_link_ids)].to(torch.float32)
+    # the reference is compared after the same vertical shift the start state got
+    shift = root0[2] - reference.root_pos[0, 2]
+    ref_body = ref_body + torch.tensor([0.0, 0.0, shift], dtype=torch.float32)
+    return TrackingProblem(robot, reference, sim, physics, q0, qd0, ref_body, cfg)
+
+
+def tracking_loss(problem: TrackingProblem, result: Rollout, pd_targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """L1 link-position error per frame + lambda_3 MAE(temporal Laplacian of targets) + upright penalty."""
+    cfg = problem.cfg
+    link = (result.body_pos[1:] - problem.ref_body_pos[1:]).abs().sum(-1).mean()
+    if pd_targets.shape[0] >= 3:
+        smooth = (pd_targets[:-2] - 2 * pd_targets[1:-1] + pd_targets[2:]).abs().mean()
+    else:
+        smooth = pd_targets.new_zeros(())
+    sim = problem.sim
+    quat = result.q[1:, sim.free_q + 3:sim.free_q + 7]
+    up_z = 1.0 - 2.0 * (quat[:, 0] ** 2 + quat[:, 1] ** 2)  # z component of the root's up axis
+    upright = (1.0 - up_z).mean()
+    total = link + cfg.lambda_smooth * smooth + cfg.upright_weight * upright
+    return {"total": total, "link_l1_m": link, "smooth": smooth, "upright": upright}
+
+
+def simulate(problem: TrackingProblem, pd_targets: np.ndarray, qd0: np.ndarray | None = None) -> Rollout:
+    """Forward-only rollout (no gradients) under control-rate targets (T, J)."""
+    with torch.no_grad():
+        return rollout(problem.sim, torch.as_tensor(problem.q0, dtype=torch.float32),
+                       torch.as_tensor(problem.qd0 if qd0 is None else qd0, dtype=torch.float32),
+                       torch.as_tensor(pd_targets, dtype=torch.float32))
+
+
+def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None = None,
+             progress: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Adam on PD-target offsets (T, J) and the initial generalized velocity offset (D,).
+
+    Returns (pd_targets (T, J), qd0 (D,), info). Resumes from and saves to ``checkpoint`` each iteration;
+    Ctrl-C saves and re-raises.
+    """
+    from tqdm import tqdm
+
+    cfg = problem.cfg
+    torch.manual_seed(cfg.seed)
+    ref_targets = torch.as_tensor(problem.reference.joint_pos, dtype=torch.float32)
+    lower = torch.as_tensor(problem.robot.lower, dtype=torch.float32)
+    upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
+    delta = torch.zeros_like(ref_targets, requires_grad=True)
+    dqd0 = torch.zeros(problem.sim.nqd, requires_grad=True)
+    optimizer = torch.optim.Adam([delta, dqd0], lr=cfg.lr)
+    state = {"iteration": 0, "best_loss": math.inf, "best_delta": delta.detach().clone(),
+             "best_dqd0": dqd0.detach().clone(), "history": [], "stale": 0}
+    key = _problem_key(problem)
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved.get("key") == key:
+            with torch.no_grad():
+                delta.copy_(saved["delta"])
+                dqd0.copy_(saved["dqd0"])
+            optimizer.load_state_dict(saved["optimizer"])
+            state.update(saved["state"])
+            log.info("resuming tracking from %s at iteration %d", checkpoint, state["iteration"])
+        else:
+            log.info("ignoring %s: it belongs to another reference or configuration", checkpoint)
+    q0 = torch.as_tensor(problem.q0, dtype=torch.float32)
+    qd0_ref = torch.as_tensor(problem.qd0, dtype=torch.float32)
+    bar = tqdm(total=iterations, initial=min(state["iteration"], iterations), desc="track", disable=not progress)
+    try:
+        while state["iteration"] < iterations and state["stale"] < cfg.patience:
+            optimizer.zero_grad()
+            targets = torch.clamp(ref_targets + delta, lower, upper)
+            tried_delta, tried_dqd0 = targets.detach() - ref_targets, dqd0.detach().clone()
+            result = rollout(problem.sim, q0, qd0_ref + dqd0, targets, clip=cfg.grad_clip)
+            losses = tracking_loss(problem, result, targets)
+            losses["total"].backward()
+            optimizer.step()
+            loss = float(losses["total"])
+            state["history"].append({k: float(v) for k, v in losses.items()})
+            if loss < state["best_loss"] * (1.0 - cfg.min_rel_improvement):
+                state["stale"] = 0
+            else:
+                state["stale"] += 1
+            if loss < state["best_loss"]:
+                state["best_loss"] = loss  # produced by the parameters before optimizer.step()
+                state["best_delta"], state["best_dqd0"] = tried_delta, tried_dqd0
+            state["iteration"] += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", link=f"{float(losses['link_l1_m']):.4f}")
+            if checkpoint is not None:
+                _save_checkpoint(checkpoint, key, delta, dqd0, optimizer, state)
+    except KeyboardInterrupt:
+        if checkpoint is not None:
+            _save_checkpoint(checkpoint, key, delta, dqd0, optimizer, state)
+        raise
+    finally:
+        bar.close()
+    pd_targets = torch.clamp(ref_targets + state["best_delta"], lower, upper).numpy()
+    info = {"iterations": state["iteration"], "best_loss": state["best_loss"], "history": state["history"],
+            "early_stopped": state["stale"] >= cfg.patience}
+    return pd_targets, problem.qd0 + state["best_dqd0"].numpy(), info
+
+
+def _problem_key(problem: TrackingProblem) -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    h.update(np.ascontiguousarray(problem.reference.joint_pos).tobytes())
+    h.update(np.ascontiguousarray(problem.reference.root_pos).tobytes())
+    cfg = {k: v for k, v in problem.cfg.to_dict().items() if k not in ("iterations", "device", "graph_capture")}
+    h.update(repr(sorted(cfg.items())).encode())
+    return h.hexdigest()
+
+
+def _save_checkpoint(path: Path, key: str, delta, dqd0, optimizer, state) -> None:
+    with atomic_path(path) as tmp:
+        torch.save({"key": key, "delta": delta.detach(), "dqd0": dqd0.detach(),
+                    "optimizer": optimizer.state_dict(), "state": state}, tmp)
+
+
+# ----------------------------------------------------------------------------- results
+def to_tracked(problem: TrackingProblem, result: Rollout, pd_targets: np.ndarray) -> TrackedMotion:
+    """A Rollout at the control rate -> TrackedMotion (torques = mean clamped torque of each control period)."""
+    parts = problem.sim.split_state(result.q.detach().numpy().astype(np.float64),
+                                    result.qd.detach().numpy().astype(np.float64))
+    quat = parts["root_quat"] / np.linalg.norm(parts["root_quat"], axis=-1, keepdims=True)
+    return TrackedMotion(
+        dt=1.0 / problem.reference.fps, joint_names=problem.robot.joint_names, pd_targets=pd_targets,
+        joint_torques=result.torques, joint_pos=parts["joint_pos"], joint_vel=parts["joint_vel"],
+        root_pos=parts["root_pos"], root_quat=quat, root_lin_vel=parts["root_lin_vel"],
+        root_ang_vel=parts["root_ang_vel"], kp=problem.physics.kp, kd=problem.physics.kd)
+
+
+def tracking_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_peak: np.ndarray) -> dict[str, Any]:
+    """Errors of a tracked motion against the (shifted) reference, skating, penetration, falling, saturation."""
+    robot, ref = problem.robot, problem.reference
+    fk = ForwardKinematics(robot)
+    shift = float(problem.q0[problem.sim.free_q + 2] - ref.root_pos[0, 2])
+    ref_root = ref.root_pos.astype(np.float64) + np.array([0.0, 0.0, shift])
+    with torch.no_grad():
+        link_pos, link_rot = fk(torch.as_tensor(tracked.root_pos, dtype=torch.float64),
+                                torch.as_tensor(tracked.root_quat, dtype=torch.float64),
+                                torch.as_tensor(tracked.joint_pos, dtype=torch.float64))
+        ref_link, _ = fk(torch.as_tensor(ref_root), torch.as_tensor(ref.root_quat, dtype=torch.float64),
+                         torch.as_tensor(ref.joint_pos, dtype=torch.float64))
+        idx, pts = geometry_corners(robot)
+        corners = fk.transform_points(link_pos, link_rot, torch.as_tensor(idx), torch.as_tensor(pts)).numpy()
+    link_pos_np, ref_link_np = link_pos.numpy(), ref_link.numpy()
+    ids = problem.sim.body_link_ids
+    up_z = quat_to_matrix(tracked.root_quat)[:, 2, 2]
+    tilt_deg = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
+    height0 = float(tracked.root_pos[0, 2])
+    collapsed = bool(np.any(tracked.root_pos[:, 2] < FALL_HEIGHT_FRACTION * height0)) if height0 > 0 else False
+    effort = problem.physics.effort
+    return {
+        "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
+        "link_pos_err_m": float(np.linalg.norm(link_pos_np[:, ids] - ref_link_np[:, ids], axis=-1).mean()),
+        "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
+        "foot_skate_mps": _foot_skate(robot, ref, link_pos_np, link_rot.numpy(), corners, idx, tracked.dt),
+        "penetration_m": float(max(0.0, -corners[..., 2].min())),
+        "max_tilt_deg": float(tilt_deg.max()),
+        "fell": bool(tilt_deg.max() > FALL_TILT_DEG or collapsed),
+        "torque_saturation_frac": float(np.mean(torque_peak >= SATURATION_FRACTION * effort[None, :])),
+        "max_torque_ratio": float(np.max(torque_peak / effort[None, :])),
+    }
+
+
+def _foot_skate(robot: Robot, ref: Motion, link_pos, link_rot, corners, corner_idx, dt: float) -> float:
+    """Mean horizontal speed (m/s) of foot points while the foot's lowest geometry is within 5 mm of the ground.
+    Feet are the reference's ``foot_names`` (else every leaf link)."""
+    feet = list(ref.foot_names)
+    offsets = np.asarray(ref.foot_offsets, dtype=np.float64).reshape(-1, 3)
+    if not feet:
+        parents = {j.parent for j in robot.joints}
+        feet = [n for n in robot.link_names if n not in parents and np.any(corner_idx == robot.link_index(n))]
+        offsets = np.zeros((len(feet), 3))
+    speeds = []
+    for foot, offset in zip(feet, offsets):
+        li = robot.link_index(foot)
+        point = link_pos[:, li] + link_rot[:, li] @ offset  # (T, 3)
+        mask = corner_idx == li
+        low = corners[:, mask, 2].min(1) if mask.any() else point[:, 2]
+        vel = np.linalg.norm(np.diff(point[:, :2], axis=0), axis=-1) / dt  # (T-1,)
+        stance = (low[:-1] < STANCE_HEIGHT_M) & (low[1:] < STANCE_HEIGHT_M)
+        speeds.append(vel[stance])
+    speeds = np.concatenate(speeds) if speeds else np.zeros(0)
+    return float(speeds.mean()) if speeds.size else 0.0
+
+
+def default_iterations(device: str) -> int:
+    return 200 if device.startswith("cuda") else 30
+
+
+def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
+                 progress: bool = True) -> tuple[TrackedMotion, dict[str, Any]]:
+    """Naive PD replay + optimised tracking of ``motion``. Returns the TrackedMotion (with ``naive``) and metrics."""
+    cfg = cfg or TrackingConfig()
+    problem = build_problem(robot, motion, cfg)
+    iterations = cfg.iterations if cfg.iterations is not None else default_iterations(problem.sim.device)
+    naive_targets = problem.reference.joint_pos.astype(np.float32)
+    naive_result = simulate(problem, naive_targets)
+    naive = to_tracked(problem, naive_result, naive_targets)
+    naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak)
+    if iterations > 0:
+        pd_targets, qd0, info = optimise(problem, iterations, checkpoint, progress)
+    else:
+        pd_targets, qd0, info = naive_targets, problem.qd0, {"iterations": 0, "best_loss": None, "history": [],
+                                                             "early_stopped": False}
+    result = simulate(problem, pd_targets, qd0)
+    tracked = to_tracked(problem, result, pd_targets)
+    tracked.naive = naive
+    metrics = tracking_metrics(problem, tracked, result.torque_peak)
+    out: dict[str, Any] = dict(metrics)
+    out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
+    out.update({"iterations": info["iterations"], "early_stopped": info["early_stopped"],
+                "final_loss": info["best_loss"], "sim_dt_s": problem.sim.sim_dt,
+                "control_hz": problem.reference.fps, "device": problem.sim.device,
+                "solver": "featherstone", "kp": problem.physics.kp.tolist(), "kd": problem.physics.kd.tolist(),
+                "armature": problem.physics.armature.tolist(),
+                "contact": {"ke": problem.physics.contact_ke, "kd": problem.physics.contact_kd,
+                            "kf": problem.physics.contact_kf, "mu": problem.physics.contact_mu}})
+    if metrics["fell"]:
+        log.warning("the tracked robot FELL (max tilt %.0f deg); tracked.npz records the fall", metrics["max_tilt_deg"])
+    return tracked, out
+
+
+# ----------------------------------------------------------------------------- stage + CLI
+def stage_track(run: RunDir, iterations: int | None = None, device: str | None = None, seed: int = 0,
+                resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
+    """`akd track RUN`: reads robot.urdf + reference.npz, writes tracked.npz; returns the recorded metrics."""
+    fields = {f.name for f in dataclasses.fields(TrackingConfig)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
+    cfg = TrackingConfig(iterations=iterations, device=device, seed=seed, **options)
+    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
+    checkpoint = run.file(CHECKPOINT)
+    if not resume and checkpoint.exists():
+        checkpoint.unlink()
+    with run.running_stage("track", cfg.to_dict()) as metrics:
+        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
+        tracked.save(run.file(TRACKED))
+        metrics.update(out)
+    return metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
+    parser.add_argument("--iterations", type=int, default=None, help="Adam iterations (default 200 CUDA / 30 CPU)")
+    parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sim-dt", type=float, default=1e-3, help="simulation step bound in s (default 1e-3)")
+    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
+    parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
+    parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
+    parser.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (rad)")
+    parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
+
+
+def cli(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    metrics = stage_track(run, iterations=args.iterations, device=args.device, seed=args.seed,
+                          resume=not args.no_resume, sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp,
+                          kd=args.kd, lr=args.lr)
+    print(f"tracked -> {run.file(TRACKED)}")
+    print(f"  {'metric':26s} {'naive':>10s} {'optimised':>10s}")
+    for key in ("joint_rmse_rad", "link_pos_err_m", "root_pos_err_m", "foot_skate_mps", "penetration_m",
+                "torque_saturation_frac", "fell"):
+        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
+    return 0
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.4f}" if isinstance(value, float) else value
+
+
+__all__ = ["TrackingConfig", "PhysicsParams", "NewtonSim", "TrackingProblem", "Rollout", "default_physics",
+           "build_problem", "rollout", "simulate", "optimise", "tracking_loss", "to_tracked", "tracking_metrics",
+           "track_motion", "stage_track", "add_arguments", "cli", "start_pose", "substep_targets",
+           "subtree_inertia_about_joints", "resolve_device"]
