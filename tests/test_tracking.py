@@ -1,0 +1,202 @@
+"""Newton/Warp tracking: model mapping vs our FK, start state, gradients vs finite differences, naive vs optimised,
+effort limits, the track stage's files and checkpoint resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from akd_core import tracking as T
+from akd_core.errors import ConfigError
+from akd_core.kinematics import ForwardKinematics, geometry_corners
+from akd_core.motion import Motion, TrackedMotion
+from akd_core.robot import load_urdf
+from akd_core.rundir import RunDir
+from tests.conftest import example_robot_urdf
+
+A1_FEET = ["FR_foot", "FL_foot", "RR_foot", "RL_foot"]
+
+
+def trot_in_place(robot, duration: float = 0.5, fps: float = 50.0, amp: float = 0.25, freq: float = 2.0,
+                  height: float = 0.3) -> Motion:
+    """A1-style trot in place: diagonal legs lift (thigh +amp, calf -2 amp) in antiphase around a standing pose."""
+    n = int(round(duration * fps)) + 1
+    t = np.arange(n) / fps
+    q = np.zeros((n, robot.num_dofs))
+    for j, name in enumerate(robot.joint_names):
+        phase = 0.0 if name[:2] in ("FR", "RL") else np.pi
+        lift = np.maximum(np.sin(2 * np.pi * freq * t + phase), 0.0)
+        if "thigh" in name:
+            q[:, j] = 0.8 + amp * lift
+        elif "calf" in name:
+            q[:, j] = -1.5 - 2 * amp * lift
+    return Motion(fps=fps, joint_names=robot.joint_names, joint_pos=q, root_pos=np.tile([0.0, 0.0, height], (n, 1)),
+                  root_quat=np.tile([0.0, 0.0, 0.0, 1.0], (n, 1)), foot_names=A1_FEET,
+                  foot_offsets=np.zeros((4, 3)), prompt="trot in place")
+
+
+@pytest.fixture(scope="module")
+def a1():
+    return load_urdf(example_robot_urdf("a1"))
+
+
+@pytest.fixture(scope="module")
+def problem(a1):
+    return T.build_problem(a1, trot_in_place(a1, duration=0.3), T.TrackingConfig())
+
+
+def test_newton_bodies_match_our_fk_joint_by_name(a1, problem):
+    """Random joint angles + a tilted moving root in Newton's coordinates give the same link poses as our FK."""
+    rng = np.random.default_rng(0)
+    q = rng.uniform(a1.lower, a1.upper)
+    quat = np.array([0.1, -0.2, 0.3, 0.9])
+    quat /= np.linalg.norm(quat)
+    root = np.array([0.1, -0.2, 0.5])
+    gq, gqd = problem.sim.generalized_state(root, quat, q, np.zeros(3), np.zeros(3), np.zeros(a1.num_dofs))
+    newton_pos = T._bodies_at(problem.sim, gq, gqd)
+    link_pos, _ = ForwardKinematics(a1)(torch.tensor(root[None]), torch.tensor(quat[None]),
+                                           torch.tensor(q[None]))
+    ours = link_pos[0, torch.as_tensor(problem.sim.body_link_ids)].numpy()
+    assert len(problem.sim.body_ids) == 13  # base + 12 leg links after collapsing fixed joints
+    np.testing.assert_allclose(newton_pos, ours, atol=1e-5)
+
+
+def test_velocity_convention_round_trips_root_origin_velocity(problem, a1):
+    quat = np.array([0.0, 0.0, np.sin(0.3), np.cos(0.3)])
+    lin, ang = np.array([0.4, -0.1, 0.2]), np.array([0.3, 0.5, -0.7])
+    gq, gqd = problem.sim.generalized_state(np.zeros(3), quat, np.zeros(a1.num_dofs), lin, ang,
+                                            np.arange(a1.num_dofs) * 0.1)
+    parts = problem.sim.split_state(gq, gqd)
+    np.testing.assert_allclose(parts["root_lin_vel"], lin, atol=1e-12)
+    np.testing.assert_allclose(parts["root_ang_vel"], ang, atol=1e-12)
+    np.testing.assert_allclose(parts["joint_vel"], np.arange(a1.num_dofs) * 0.1)
+    # Newton stores the COM velocity: it differs from the origin velocity by omega x (R com)
+    com_world = T.quat_to_matrix(quat) @ problem.sim.root_com
+    np.testing.assert_allclose(gqd[problem.sim.free_qd:problem.sim.free_qd + 3], lin + np.cross(ang, com_world))
+
+
+def test_start_state_lowest_point_touches_ground(a1, problem):
+    parts = problem.sim.split_state(problem.q0, problem.qd0)
+    idx, pts = geometry_corners(a1)
+    world = ForwardKinematics(a1).link_points(torch.tensor(parts["root_pos"][None]),
+                                              torch.tensor(parts["root_quat"][None]),
+                                              torch.tensor(parts["joint_pos"][None]), torch.as_tensor(idx),
+                                              torch.as_tensor(pts))
+    assert abs(float(world[..., 2].min())) < 1e-6
+
+
+def _loss(problem, targets, qd0, clip=1e9):
+    q0 = torch.tensor(problem.q0, dtype=torch.float32)
+    result = T.rollout(problem.sim, q0, qd0, targets, clip=clip)
+    return T.tracking_loss(problem, result, targets)["link_l1_m"]
+
+
+def test_gradients_in_flight_match_finite_differences(a1):
+    """No contact (robot 1 m up): Featherstone + our PD are smooth, so AD must match central differences closely.
+    Tolerance 5 % + 4e-5 absolute: float32 rollouts make central differences noisy by ~3e-5 at eps 1e-2 rad
+    (measured: the same entries at eps 1e-3 move by up to 4e-4), large entries agree within ~1 %."""
+    motion = trot_in_place(a1, duration=0.1)
+    problem = T.build_problem(a1, motion, T.TrackingConfig())
+    problem.q0[problem.sim.free_q + 2] += 1.0
+    base = torch.tensor(problem.reference.joint_pos, dtype=torch.float32) + 0.05
+    targets = base.clone().requires_grad_(True)
+    qd0 = torch.tensor(problem.qd0, dtype=torch.float32, requires_grad=True)
+    _loss(problem, targets, qd0).backward()
+    eps = 1e-2
+    for frame, joint in [(1, 1), (2, 2), (3, 4), (2, 8)]:
+        plus, minus = base.clone(), base.clone()
+        plus[frame, joint] += eps
+        minus[frame, joint] -= eps
+        with torch.no_grad():
+            fd = (_loss(problem, plus, qd0) - _loss(problem, minus, qd0)) / (2 * eps)
+        assert float(targets.grad[frame, joint]) == pytest.approx(float(fd), rel=0.05, abs=4e-5), (frame, joint)
+
+
+def test_gradients_in_contact_agree_in_direction_with_finite_differences(problem):
+    """Standing trot with foot contact: Featherstone's contact gradients are approximate (kf friction, contacts
+    fixed per chunk), so we check the directional derivative along the AD gradient: within 30 %."""
+    base = torch.tensor(problem.reference.joint_pos, dtype=torch.float32)
+    targets = base.clone().requires_grad_(True)
+    qd0 = torch.tensor(problem.qd0, dtype=torch.float32)
+    _loss(problem, targets, qd0).backward()
+    direction = targets.grad / targets.grad.norm()
+    eps = 5e-3
+    with torch.no_grad():
+        fd = (_loss(problem, base + eps * direction, qd0) - _loss(problem, base - eps * direction, qd0)) / (2 * eps)
+    ad = float(targets.grad.norm())  # = grad . direction
+    assert float(fd) > 0
+    assert ad == pytest.approx(float(fd), rel=0.3)
+
+
+def test_chunk_gradient_clipping_bounds_each_boundary(problem):
+    base = torch.tensor(problem.reference.joint_pos, dtype=torch.float32)
+    targets = base.clone().requires_grad_(True)
+    _loss(problem, targets, torch.tensor(problem.qd0, dtype=torch.float32), clip=1e-4).backward()
+    # every chunk's target gradient was clipped to norm <= 1e-4, and each control frame touches two chunks
+    per_frame = targets.grad.norm(dim=1)
+    assert float(per_frame.max()) <= 2e-4 + 1e-9
+    assert float(per_frame.max()) > 0
+
+
+def test_optimised_tracking_beats_naive_within_effort_limits(a1):
+    motion = trot_in_place(a1, duration=0.5)
+    tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=6), progress=False)
+    assert metrics["link_pos_err_m"] < metrics["naive_link_pos_err_m"]
+    assert not metrics["fell"] and not metrics["naive_fell"]
+    effort = np.asarray(a1.effort_limit)
+    assert np.all(np.abs(tracked.joint_torques) <= effort + 1e-4)
+    assert metrics["max_torque_ratio"] <= 1.0 + 1e-6
+    assert tracked.naive is not None
+    np.testing.assert_allclose(tracked.naive.pd_targets, motion.joint_pos, atol=1e-6)
+    assert tracked.pd_targets.shape == (motion.num_frames, a1.num_dofs)
+    assert np.all(tracked.pd_targets >= a1.lower - 1e-6) and np.all(tracked.pd_targets <= a1.upper + 1e-6)
+
+
+def test_stage_track_writes_tracked_npz_and_resumes_from_checkpoint(a1, tmp_path):
+    run = RunDir(tmp_path / "run", create=True)
+    a1.to_urdf(run.file("robot.urdf"))
+    trot_in_place(a1, duration=0.3).save(run.file("reference.npz"))
+    metrics = T.stage_track(run, iterations=2, progress=False)
+    assert metrics["iterations"] == 2 and run.file(T.CHECKPOINT).exists()
+    tracked = TrackedMotion.load(run.file("tracked.npz"))
+    assert tracked.naive is not None and tracked.joint_names == a1.joint_names
+    assert tracked.dt == pytest.approx(1 / 50)
+    stage = run.stage("track")
+    assert stage["status"] == "done"
+    for key in ("joint_rmse_rad", "link_pos_err_m", "root_pos_err_m", "foot_skate_mps", "penetration_m", "fell",
+                "torque_saturation_frac"):
+        assert key in stage["metrics"] and f"naive_{key}" in stage["metrics"]
+    saved = torch.load(run.file(T.CHECKPOINT), weights_only=False)
+    assert saved["state"]["iteration"] == 2
+    metrics = T.stage_track(run, iterations=3, progress=False)  # resumes: one more iteration, not three
+    assert metrics["iterations"] == 3
+    assert torch.load(run.file(T.CHECKPOINT), weights_only=False)["state"]["iteration"] == 3
+    assert len(torch.load(run.file(T.CHECKPOINT), weights_only=False)["state"]["history"]) == 3
+
+
+def test_bad_options_name_the_option(a1, tmp_path):
+    with pytest.raises(ConfigError, match="kp"):
+        T.default_physics(a1, T.TrackingConfig(kp=[1.0, 2.0]))
+    with pytest.raises(ConfigError, match="unknown tracking options"):
+        T.stage_track(RunDir(tmp_path), bogus=1)
+
+
+def test_default_gains_scale_with_mass_and_inertia(a1):
+    physics = T.default_physics(a1, T.TrackingConfig())
+    np.testing.assert_allclose(physics.kp, 4.5 * a1.total_mass)
+    inertia = T.subtree_inertia_about_joints(a1)
+    # hips carry the whole leg, calves only the shank: hip inertia > calf inertia, so kd_hip > kd_calf
+    hip, calf = a1.joint_names.index("FR_hip_joint"), a1.joint_names.index("FR_calf_joint")
+    assert inertia[hip] > inertia[calf] > 0
+    assert physics.kd[hip] > physics.kd[calf]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("freq", [2.0, 1.0])
+def test_a1_four_second_trot_tracks_upright_and_better_than_naive(a1, freq):
+    motion = trot_in_place(a1, duration=4.0, freq=freq)
+    tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=15), progress=False)
+    assert not metrics["fell"]
+    assert metrics["link_pos_err_m"] < metrics["naive_link_pos_err_m"]
+    assert np.all(np.abs(tracked.joint_torques) <= np.asarray(a1.effort_limit) + 1e-4)
