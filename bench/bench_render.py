@@ -3,7 +3,7 @@
 Scene: a robot-sized cloud (boxes for a body and four legs, 0.6 m long) walking along x,
 16 frames, following camera, checkerboard ground. Each configuration runs in a fresh
 subprocess so its peak resident memory (ru_maxrss) is its own; the table reports the
-peak and its growth over the process after scene setup (torch on CPU has no allocator
+peak and its growth over the process after scene setup and a warm-up call (torch on CPU has no allocator
 peak counter). With CUDA, also gsplat vs ours on the same scene with the max pixel error.
 
     .venv/bin/python bench/bench_render.py            # 64/128/256 px x 5k/20k Gaussians
@@ -61,6 +61,9 @@ def current_rss_mb() -> float:
 def run_one(size: int, num: int, frames: int, backward: bool) -> dict:
     means, covars, colors, opacities = robot_cloud(num, frames)
     viewmats, K = follow_camera(means, size, size)
+    # warm-up: the first torch calls in a process pay one-off costs (thread pool, allocator)
+    render_video(means[:1, :100], covars[:1, :100], colors[:100], opacities[:100], viewmats[:1], K, 32, 32,
+                 backend="torch")
     means.requires_grad_(backward)
     colors.requires_grad_(backward)
     before = current_rss_mb()
@@ -93,8 +96,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="64 and 128 px with 5k Gaussians only")
     parser.add_argument("--frames", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     parser.add_argument("--single", nargs=3, type=int, metavar=("SIZE", "N", "BACKWARD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.single:
         size, num, backward = args.single
         print(json.dumps(run_one(size, num, args.frames, bool(backward))))
@@ -108,8 +114,8 @@ def main() -> None:
         for num in counts:
             row = []
             for backward in (0, 1):
-                cmd = [sys.executable, __file__, "--frames", str(args.frames), "--single", str(size), str(num),
-                       str(backward)]
+                cmd = [sys.executable, __file__, "--frames", str(args.frames), "--threads", str(args.threads),
+                       "--single", str(size), str(num), str(backward)]
                 result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
                 row.append(result)
             f, b = row

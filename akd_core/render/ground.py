@@ -130,14 +130,19 @@ def render_ground(
     config: GroundConfig,
     means: Tensor | None = None,
 ) -> Tensor:
-    """Background layer (C, H, W, 3): checkerboard on z = 0 (shadowed under ``means`` (C, N, 3) if given) and sky."""
+    """Background layer (C, H, W, 3): checkerboard on z = 0 (shadowed under ``means`` (C, N, 3) if given) and sky.
+
+    Cameras are processed one at a time so the supersampled rays never exist for the whole clip at once.
+    """
     if Ks.ndim == 2:
         Ks = Ks.unsqueeze(0).expand(viewmats.shape[0], 3, 3)
-    points, hit = ground_hits(viewmats, Ks, width, height, config.samples_per_side, config.max_distance)
-    colors = checker_colors(points, config)  # (C, H, W, S, 3)
-    if config.shadow and means is not None:
-        shade = torch.stack([shadow_factor(points[c], means[c], config) for c in range(viewmats.shape[0])])
-        colors = colors * shade.unsqueeze(-1)
-    sky = torch.tensor(config.sky_color, dtype=colors.dtype, device=colors.device)
-    colors = torch.where(hit.unsqueeze(-1), colors, sky)
-    return colors.mean(dim=3)
+    sky = torch.tensor(config.sky_color, dtype=viewmats.dtype, device=viewmats.device)
+    layers = []
+    for c in range(viewmats.shape[0]):
+        points, hit = ground_hits(viewmats[c : c + 1], Ks[c : c + 1], width, height, config.samples_per_side,
+                                  config.max_distance)
+        colors = checker_colors(points[0], config)  # (H, W, S, 3)
+        if config.shadow and means is not None:
+            colors = colors * shadow_factor(points[0], means[c], config).unsqueeze(-1)
+        layers.append(torch.where(hit[0].unsqueeze(-1), colors, sky).mean(dim=2))
+    return torch.stack(layers)
