@@ -675,7 +675,7 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
             losses["total"].backward()
             optimizer.step()
             loss = float(losses["total"].detach())
-            state["history"].append({k: float(v) for k, v in losses.items()})
+            state["history"].append({k: float(v.detach()) for k, v in losses.items()})
             if loss < state["best_loss"] * (1.0 - cfg.min_rel_improvement):
                 state["stale"] = 0
             else:
