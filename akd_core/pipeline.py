@@ -114,7 +114,8 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
             raise ConfigError(
                 f"{run.path} already holds a run of robot {previous.get('robot')!r} with prompt "
                 f"{previous.get('prompt')!r}; choose another --out or pass --force to start over")
-    run.update_manifest(pipeline={"source": cfg.source, "exports": list(cfg.exports)})
+    run.update_manifest(robot=cfg.robot, prompt=cfg.prompt,
+                        pipeline={"source": cfg.source, "exports": list(cfg.exports), "status": "running"})
     total = len(STAGES)
     for index, (name, func) in enumerate(STAGES, 1):
         key = _stage_key(name, cfg)
@@ -125,7 +126,7 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
         start = time.perf_counter()
         func(cfg, run)
         echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s")
-    manifest = run.manifest()
+    manifest = run.update_manifest(pipeline={"status": "done"})
     echo(summary_table(run, manifest))
     return manifest
 
