@@ -248,9 +248,10 @@ def ostrich() -> Robot:
     body_z = 0.4
     b.bone("body", ((0.8, 0.5, body_z), (0, 0, 0), (0, 0, 0), "plumage"))
     thigh, shank, metatarsus = 0.25, 0.45, 0.40
+    hip_x = -0.06  # puts the foot pads under the centre of mass (the neck and head are forward)
     for side, sign in (("left", 1.0), ("right", -1.0)):
         b.segment(f"{side}_thigh", thigh, 0.14, 0.14, DOWN, "plumage")
-        b.compound(f"{side}_hip", "body", f"{side}_thigh", (0.0, sign * 0.15, -body_z / 2 - BONE_GAP),
+        b.compound(f"{side}_hip", "body", f"{side}_thigh", (hip_x, sign * 0.15, -body_z / 2 - BONE_GAP),
                    (_mirror((-0.3, 0.5), side), (-1.2, 0.8), _mirror((-0.5, 0.5), side)), 0.5 * torque, 12.0)
         b.segment(f"{side}_shank", shank, 0.08, 0.08, DOWN, "skin", start_gap=0.0)
         b.revolute(f"{side}_knee", f"{side}_thigh", f"{side}_shank", (0, 0, -thigh), (0, 1, 0), (-0.1, 2.2),
@@ -258,10 +259,10 @@ def ostrich() -> Robot:
         b.segment(f"{side}_metatarsus", metatarsus, 0.05, 0.05, DOWN, "skin", start_gap=0.0)
         b.revolute(f"{side}_ankle", f"{side}_shank", f"{side}_metatarsus", (0, 0, -shank), (0, 1, 0),
                    (-2.4, 0.1), 0.4 * torque, 12.0)
-        b.bone(f"{side}_toe", ((0.16, 0.07, 0.03), (0.07, 0, 0), (0, 0, 0), "skin"))
+        b.bone(f"{side}_toe", ((0.18, 0.07, 0.03), (0.05, 0, 0), (0, 0, 0), "skin"))
         b.revolute(f"{side}_toe", f"{side}_metatarsus", f"{side}_toe", (0, 0, -metatarsus), (0, 1, 0),
-                   (-1.2, 0.6), 0.1 * torque, 15.0)
-        b.foot(f"{side}_foot", f"{side}_toe", (0.09, 0, -0.035), (0.1, 0.08, 0.02), "nail")
+                   (-1.2, 0.6), 0.3 * torque, 15.0)
+        b.foot(f"{side}_foot", f"{side}_toe", (0.04, 0, -0.035), (0.16, 0.08, 0.02), "nail")
     segment = 0.25
     b.segment("neck_1", segment, 0.07, 0.07, UP, "skin")
     b.compound("neck_1", "body", "neck_1", (0.34, 0, body_z / 2), ((-0.4, 0.4), (-0.6, 1.2), (-1.2, 1.2)),
