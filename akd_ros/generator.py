@@ -4,7 +4,8 @@ Parameters: ``robot`` (built-in name or URDF path), ``prompt``, ``out`` (run dir
 ``runs/<robot>_<prompt words>``), ``source`` (gait | sds), ``duration``, ``fps``, ``seed``,
 ``package_paths``, ``exports`` (comma-separated export formats, default none), ``force``,
 ``autostart`` (generate once at startup), ``exit_after_replay``, plus every replay parameter of
-:mod:`akd_ros.replay` except ``run_dir``.
+:mod:`akd_ros.replay` except ``run_dir`` and ``source``
+(the generator replays the tracked result, or the reference when tracking did not run).
 
 Service ``~/generate`` (``std_srvs/Trigger``, so it works with any ROS 2 install and the pip wheels):
 set ``robot`` / ``prompt`` (e.g. ``ros2 param set /akd_generator prompt "a dog trotting"``), call it,
@@ -34,6 +35,7 @@ from akd_core.errors import AKDError, ConfigError
 from .replay import ReplayOptions, RunReplayer, declare_replay_parameters, replay_options_from_parameters
 
 NODE_NAME = "akd_generator"
+REPLAY_SKIP = ("run_dir", "source")  # the run is the generated one; "source" here means gait | sds
 
 
 @dataclass
@@ -88,9 +90,10 @@ class GeneratorNode(Node):
                 self.declare_parameter(name, value)
         self.declare_parameter("autostart", False)
         self.declare_parameter("exit_after_replay", False)
-        declare_replay_parameters(self, self._replay_defaults, skip=("run_dir",))
+        declare_replay_parameters(self, self._replay_defaults, skip=REPLAY_SKIP)
         self.replayer: RunReplayer | None = None
-        self.done = False  # exit_after_replay and the replay finished
+        self.done = False  # exit_after_replay and the replay finished (or the autostart generation failed)
+        self.failure: Exception | None = None  # why the autostart generation failed
         self._busy = threading.Lock()
         self._service_group = MutuallyExclusiveCallbackGroup()
         self.create_service(Trigger, "~/generate", self._on_generate, callback_group=self._service_group)
@@ -110,7 +113,7 @@ class GeneratorNode(Node):
     def generate_and_replay(self) -> str:
         """Run the pipeline with the current parameters, then (re)start the replay; returns a summary line."""
         run_dir = generate_run(self.request(), echo=self.get_logger().info)
-        options = replay_options_from_parameters(self, self._replay_defaults, skip=("run_dir",))
+        options = replay_options_from_parameters(self, self._replay_defaults, skip=REPLAY_SKIP)
         options.run_dir = str(run_dir)
         if self.replayer is not None:
             self.replayer.close()
@@ -141,9 +144,14 @@ class GeneratorNode(Node):
 
     def _on_autostart(self) -> None:
         self._autostart.cancel()
-        result = self._on_generate(Trigger.Request(), Trigger.Response())
-        if not result.success and self.get_parameter("exit_after_replay").value:
-            self.done = True
+        with self._busy:
+            try:
+                self.get_logger().info(self.generate_and_replay())
+            except Exception as exc:  # kept for run_generator_node to re-raise; the node keeps serving
+                self.failure = exc
+                self.get_logger().error(str(exc) if isinstance(exc, AKDError) else traceback.format_exc())
+                if self.get_parameter("exit_after_replay").value:
+                    self.done = True
 
     def _on_replay_finished(self) -> None:
         if self.get_parameter("exit_after_replay").value:
@@ -155,20 +163,20 @@ class GeneratorNode(Node):
         self.done = True
 
 
-def main(args: list[str] | None = None) -> int:
-    """Console script ``akd_generator`` (``akd_generator --ros-args -p robot:=quadruped -p prompt:='...'``)."""
+def run_generator_node(overrides: dict[str, Any] | None = None, args: list[str] | None = None) -> None:
+    """Spin an ``akd_generator`` node in its own rclpy context until Ctrl-C, or, with ``exit_after_replay``,
+    until its replay finished. ``overrides``: parameter values (e.g. robot, prompt, autostart). A failed
+    autostart generation is re-raised here (AKDError for user errors)."""
     context = rclpy.Context()
-    rclpy.init(args=sys.argv if args is None else args, context=context)
+    rclpy.init(args=args, context=context)
     node = None
     try:
-        node = GeneratorNode(context=context)
+        params = [Parameter(k, value=v) for k, v in (overrides or {}).items()]
+        node = GeneratorNode(context=context, parameter_overrides=params)
         executor = MultiThreadedExecutor(num_threads=2, context=context)
         executor.add_node(node)
         while context.ok() and not node.done:
             executor.spin_once(timeout_sec=0.1)
-    except AKDError as exc:
-        print(f"{NODE_NAME}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
@@ -176,6 +184,17 @@ def main(args: list[str] | None = None) -> int:
             node.destroy_node()
         if context.ok():
             rclpy.shutdown(context=context)
+    if node is not None and node.failure is not None:
+        raise node.failure
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``akd_generator`` (``akd_generator --ros-args -p robot:=quadruped -p prompt:='...'``)."""
+    try:
+        run_generator_node(None, sys.argv if args is None else args)
+    except AKDError as exc:
+        print(f"{NODE_NAME}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

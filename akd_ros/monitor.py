@@ -101,6 +101,7 @@ def record(topics: list[tuple[str, str, int]], timeout: float, trigger: str | No
     print("monitor: subscribed", flush=True)
     response: dict[str, Any] | None = None
     future = None
+    end = time.monotonic() + timeout
     if trigger:
         client = node.create_client(Trigger, trigger)
         if not client.wait_for_service(timeout_sec=timeout):
@@ -109,7 +110,6 @@ def record(topics: list[tuple[str, str, int]], timeout: float, trigger: str | No
             future = client.call_async(Trigger.Request())
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
-    end = time.monotonic() + timeout
     while time.monotonic() < end:
         executor.spin_once(timeout_sec=0.05)
         if future is not None and future.done() and response is None:

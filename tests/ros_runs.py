@@ -22,10 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 _DOMAINS = itertools.count(int(os.environ.get("AKD_TEST_DOMAIN_BASE", 40 + os.getpid() % 100)))
 
 
-def make_run(path: Path, dt: float = 0.01, steps: int = 100, seed: int = 0, tracked: bool = True) -> RunDir:
+def make_run(path: Path, dt: float = 0.01, steps: int = 100, seed: int = 0, tracked: bool = True,
+             freq_hz: float = 1.5) -> RunDir:
     """A run dir of the a1 robot: robot.urdf, reference.npz and (optionally) tracked.npz, within every limit.
 
-    Joints swing around mid-range at 1.5 Hz (|v| < 21 rad/s), torques reach 60% of the effort limit,
+    Joints swing around mid-range at ``freq_hz`` (|v| < 21 rad/s up to 3 Hz; periodic when steps * dt * freq_hz
+    is an integer, so a looping replay does not jump), torques reach 60% of the effort limit,
     the root walks forward at 0.3 m/s while yawing at 0.5 rad/s (so body-frame odometry differs from world).
     """
     rng = np.random.default_rng(seed)
@@ -36,7 +38,7 @@ def make_run(path: Path, dt: float = 0.01, steps: int = 100, seed: int = 0, trac
     mid = (robot.lower + robot.upper) / 2
     half = (robot.upper - robot.lower) / 2
     phase = rng.uniform(0, 2 * np.pi, robot.num_dofs)
-    omega = 2 * np.pi * 1.5
+    omega = 2 * np.pi * freq_hz
     q = mid + 0.4 * half * np.sin(omega * t[:, None] + phase)
     qd = 0.4 * half * omega * np.cos(omega * t[:, None] + phase)
     yaw = 0.5 * t

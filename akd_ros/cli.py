@@ -1,0 +1,84 @@
+"""``akd ros ...``: the ROS 2 commands of the ``akd`` CLI (wired by akd_core/cli.py).
+
+``akd ros replay RUN [--rate HZ] [--loop]`` streams a run on live topics (see :mod:`akd_ros.replay`);
+``akd ros generate --robot R --prompt P`` runs the generator node once (pipeline, then replay).
+rclpy is imported only when a command runs, so ``akd ros --help`` works without the ROS wheels.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from akd_core.errors import DependencyError
+
+
+def _require_rclpy() -> None:
+    try:
+        import rclpy  # noqa: F401
+    except ImportError as exc:
+        raise DependencyError(
+            f"rclpy is not importable ({exc}); install the ROS 2 wheels (pip install -e '.[ros]') or source a "
+            "ROS 2 (Kilted or newer) installation, and run the venv's own python/akd") from exc
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="ros_command", metavar="ACTION")
+    sub.required = True
+    p = sub.add_parser("replay", help="publish a run as live ROS 2 topics",
+                       description="Publish RUN's tracked motion (or its reference) on /joint_states, "
+                                   "/robot_description, the PD-target JointTrajectory, command streams and "
+                                   "/akd/root_odom. Refuses commands outside the URDF limits.")
+    p.add_argument("run", type=Path, help="run directory (made by `akd run` / `akd track`)")
+    p.add_argument("--rate", type=float, default=None, metavar="HZ",
+                   help="samples per second (default: the run's own rate, 1/dt of tracked.npz)")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="speed factor when --rate is not given")
+    p.add_argument("--loop", action="store_true", help="start over after the last sample until Ctrl-C")
+    p.add_argument("--source", choices=["tracked", "reference"], default="tracked",
+                   help="tracked.npz (falls back to reference.npz when absent) or reference.npz")
+    p.add_argument("--remap", action="append", default=[], metavar="URDF_NAME:NEW_NAME",
+                   help="rename a joint in every message (repeatable)")
+    p.add_argument("--trajectory-topic", default=None,
+                   help="JointTrajectory topic (default /joint_trajectory_controller/joint_trajectory)")
+    p.add_argument("--no-trajectory", action="store_true", help="do not publish the JointTrajectory")
+    p.add_argument("--wait-for-subscribers", type=int, default=0, metavar="N",
+                   help="start once /joint_states has N subscribers")
+    p.add_argument("--allow-unsafe", action="store_true",
+                   help="publish even commands outside the URDF limits (only for robots you know tolerate it)")
+    p.set_defaults(ros_func=_replay)
+
+    p = sub.add_parser("generate", help="run the generator node once: pipeline, then replay",
+                       description="Run the AKD pipeline for ROBOT and PROMPT (as the akd_generator node's "
+                                   "~/generate service does), then replay the run on ROS 2 topics.")
+    p.add_argument("--robot", required=True, help="built-in robot name or URDF path")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--out", default="", help="run directory (default runs/<robot>_<prompt words>)")
+    p.add_argument("--source", choices=["gait", "sds"], default="gait")
+    p.add_argument("--loop", action="store_true")
+    p.set_defaults(ros_func=_generate)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    _require_rclpy()
+    from .replay import replay_run
+
+    options = {}
+    if args.trajectory_topic:
+        options["trajectory_topic"] = args.trajectory_topic
+    return replay_run(args.run, rate=args.rate, loop=args.loop, rate_scale=args.rate_scale,
+                      allow_unsafe=args.allow_unsafe, joint_name_remap=args.remap, source=args.source,
+                      publish_trajectory=not args.no_trajectory, wait_for_subscribers=args.wait_for_subscribers,
+                      args=[], **options)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    _require_rclpy()
+    from .generator import run_generator_node
+
+    run_generator_node({"robot": args.robot, "prompt": args.prompt, "out": args.out, "source": args.source,
+                        "loop": bool(args.loop), "autostart": True, "exit_after_replay": True}, args=[])
+    return 0
+
+
+def cli(args: argparse.Namespace) -> int:
+    return int(args.ros_func(args) or 0)
