@@ -32,7 +32,13 @@ from std_srvs.srv import Trigger
 
 from akd_core.errors import AKDError, ConfigError
 
-from .replay import ReplayOptions, RunReplayer, declare_replay_parameters, replay_options_from_parameters
+from .replay import (
+    ReplayOptions,
+    RunReplayer,
+    declare_replay_parameters,
+    replay_options_from_parameters,
+)
+from .replay import parameter_names as replay_parameter_names
 
 NODE_NAME = "akd_generator"
 REPLAY_SKIP = ("run_dir", "source")  # the run is the generated one; "source" here means gait | sds
@@ -76,6 +82,15 @@ def generate_run(request: GenerateRequest, echo: Any = print) -> Path:
     return out
 
 
+NODE_FLAGS = ("autostart", "exit_after_replay")
+
+
+def parameter_names() -> list[str]:
+    """Names of the ROS parameters the generator node declares."""
+    request = [f for f in vars(GenerateRequest(robot="", prompt=""))]
+    return request + list(NODE_FLAGS) + replay_parameter_names(skip=REPLAY_SKIP)
+
+
 class GeneratorNode(Node):
     """``akd_generator``: a ``~/generate`` Trigger service; each success starts a replay of the new run."""
 
@@ -88,8 +103,8 @@ class GeneratorNode(Node):
                 self.declare_parameter(name, Parameter.Type.STRING_ARRAY)
             else:
                 self.declare_parameter(name, value)
-        self.declare_parameter("autostart", False)
-        self.declare_parameter("exit_after_replay", False)
+        for flag in NODE_FLAGS:
+            self.declare_parameter(flag, False)
         declare_replay_parameters(self, self._replay_defaults, skip=REPLAY_SKIP)
         self.replayer: RunReplayer | None = None
         self.done = False  # exit_after_replay and the replay finished (or the autostart generation failed)

@@ -102,6 +102,12 @@ class ReplayOptions:
         return dt / self.rate_scale
 
 
+def parameter_names(skip: tuple[str, ...] = ()) -> list[str]:
+    """Names of the ROS parameters :func:`declare_replay_parameters` declares."""
+    names = [f.name for f in fields(ReplayOptions) if f.name != "topics" and f.name not in skip]
+    return names + [t for t in TOPIC_PARAMETERS if t not in skip]
+
+
 def declare_replay_parameters(node: Node, defaults: ReplayOptions, skip: tuple[str, ...] = ()) -> None:
     """Declare every ReplayOptions field (topics flattened to ``*_topic``) as a ROS parameter."""
     for f in fields(ReplayOptions):
