@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -57,6 +58,7 @@ from .convert import (
     odometry_msg,
     parse_remap,
     robot_description_xml,
+    time_msg,
 )
 from .safety import JointLimits, command_violations, refuse_unsafe
 
@@ -88,7 +90,7 @@ class ReplayOptions:
     odom_frame: str = "odom"
     qos_depth: int = 100
     wait_for_subscribers: int = 0  # start streaming once each wait_topics topic has this many subscribers
-    wait_topics: list[str] = field(default_factory=lambda: [TOPIC_PARAMETERS["joint_states_topic"]])
+    wait_topics: list[str] = field(default_factory=list)  # empty: the joint_states topic
     wait_timeout: float = 30.0  # s; then start anyway (with a warning)
     linger: float = 1.0  # s to keep the node alive after the last sample (late robot_description readers)
     topics: dict[str, str] = field(default_factory=lambda: dict(TOPIC_PARAMETERS))  # "" disables a stream
@@ -186,6 +188,7 @@ class RunReplayer:
         self.joint_names = [remap.get(n, n) for n in data.joint_names]
         self.root_link = robot.root_link
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._lock = threading.Lock()
         self._timers: list[Any] = []
         self._publishers = self._create_publishers()
         if self.options.publish_description and self._topic("robot_description_topic"):
@@ -193,6 +196,9 @@ class RunReplayer:
             self._publishers["robot_description_topic"].publish(String(data=description))
             node.get_logger().info(f"published {self._topic('robot_description_topic')} "
                                    f"({len(description)} chars, transient_local)")
+        # built once: thousands of points take tens of ms, which must not delay the first sample
+        self._trajectory = (joint_trajectory_msg(self.joint_names, data.pd_targets, data.pd_target_vel,
+                                                 self.period_ns) if "trajectory_topic" in self._publishers else None)
         self._next = 0  # index of the next sample to publish
         self._t0 = 0.0  # steady seconds at which sample 0 of the current cycle is due
         self._stamp0_ns = 0  # ROS time (node clock) of sample 0 of the current cycle
@@ -225,11 +231,13 @@ class RunReplayer:
             self._start()
             return
         by_topic = {self._topic(k): p for k, p in self._publishers.items()}
-        missing = [t for t in self.options.wait_topics if t not in by_topic]
+        wait_topics = list(self.options.wait_topics) or [self._topic("joint_states_topic")]
+        missing = [t for t in wait_topics if t not in by_topic]
         if missing:
             raise ConfigError(f"wait_topics {missing} are not published by this replay "
                               f"(published: {sorted(by_topic)})")
-        self._wait_pubs = [by_topic[t] for t in self.options.wait_topics]
+        self._wait_topics = wait_topics
+        self._wait_pubs = [by_topic[t] for t in wait_topics]
         self._wait_start = time.monotonic()
         self._wait_timer = self.node.create_timer(WAIT_POLL_S, self._poll_subscribers, clock=self._steady)
         self._timers.append(self._wait_timer)
@@ -242,7 +250,7 @@ class RunReplayer:
         if timed_out and not ready:
             self.node.get_logger().warning(
                 f"waited {self.options.wait_timeout:.1f} s for {self.options.wait_for_subscribers} subscriber(s) "
-                f"on {self.options.wait_topics}; starting anyway")
+                f"on {self._wait_topics}; starting anyway")
         self._wait_timer.cancel()
         self._start()
 
@@ -261,14 +269,17 @@ class RunReplayer:
 
     def _publish_trajectory(self) -> None:
         pub = self._publishers.get("trajectory_topic")
-        if pub is not None:
-            pub.publish(joint_trajectory_msg(self.joint_names, self.data.pd_targets, self.data.pd_target_vel,
-                                             self.period_ns, self._stamp0_ns))
+        if pub is not None and self._trajectory is not None:
+            self._trajectory.header.stamp = time_msg(self._stamp0_ns)
+            pub.publish(self._trajectory)
 
     def _publish_due(self) -> None:
         """Publish every sample whose time has come, in order (catching up after a late tick)."""
-        if self.finished:
-            return
+        with self._lock:  # close() may run on another executor thread (generator node)
+            if not self.finished:
+                self._publish_due_locked()
+
+    def _publish_due_locked(self) -> None:
         n = self.data.num_samples
         elapsed = time.monotonic() - self._t0
         due = min(int(math.floor(elapsed / self.period_s + 1e-6)) + 1, n)
@@ -306,6 +317,8 @@ class RunReplayer:
                 self.options.odom_frame, self.root_link))
 
     def close(self) -> None:
+        with self._lock:
+            self.finished = True
         for timer in self._timers:
             timer.cancel()
             self.node.destroy_timer(timer)
