@@ -75,6 +75,8 @@ setup(
     entry_points={
         "console_scripts": [
             "akd = akd_core.cli:main",
+            "akd_replay = akd_ros.replay:main",
+            "akd_generator = akd_ros.generator:main",
         ],
     },
     zip_safe=True,
