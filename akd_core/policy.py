@@ -14,7 +14,8 @@ reproduces the data exactly (same transitions), and there is no extra latency.
 Observations (all in the root's body frame, so the policy is invariant to world position and heading):
 joint positions (J), joint velocities (J), last PD target (J), gravity direction in the body frame (3), root linear
 velocity (3) and angular velocity (3) in the body frame, the gait clock (sin, cos of 2 pi f t - phi0), and the
-command speed (m/s, the demo's mean forward speed). Actions are residuals ``target - joint_pos`` (J,), normalised.
+command speed (m/s, the demo's mean forward speed). Actions are the absolute PD targets (J,) (or, with
+``action_mode="residual"``, ``target - joint_pos``), normalised by their dataset mean/std.
 Quaternions are xyzw here; MuJoCo's wxyz appears only inside :class:`MujocoEnv`.
 """
 
@@ -49,6 +50,8 @@ GAIT_HZ_RANGE = (0.3, 8.0)  # plausible stride frequencies searched for the gait
 DEFAULT_EPOCHS = 300
 DEFAULT_HIDDEN = (256, 256)
 DEFAULT_OBS_NOISE = 0.05  # std of Gaussian noise on normalised observations during training
+DEFAULT_STD_FLOOR = 0.05  # lower bound of normalisation stds (rad, rad/s, m/s)
+ACTION_MODES = ("absolute", "residual")
 DEFAULT_SIM_DT = 1e-3  # s, upper bound of the MuJoCo step (tracking's default)
 OBS_KEYS = ("joint_pos", "joint_vel", "root_pos", "root_quat", "root_lin_vel", "root_ang_vel")
 
@@ -209,8 +212,8 @@ def gait_clock(signal: np.ndarray, dt: float, gait_hz: float | None = None) -> t
             return 0.0, 0.0
         gait_hz = float(freqs[band][np.argmax(spectrum[band])])
     t = np.arange(x.size) * dt
-    component = np.sum(x * np.exp(-2j * np.pi * gait_hz * t))
-    return float(gait_hz), float(np.angle(component))
+    component = np.sum(x * np.exp(-2j * np.pi * gait_hz * t))  # ~ (T/2) exp(-i phase) for x = cos(2 pi f t - phase)
+    return float(gait_hz), float(-np.angle(component))
 
 
 def annotate_demo(demo: Demo, dt: float, gait_hz: float | None = None) -> None:
@@ -282,10 +285,16 @@ def demo_samples(demo: Demo, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndar
 class BCPolicy(nn.Module):
     """MLP from raw observations (N, D) to absolute PD targets (N, J); normalisation lives in buffers.
 
-    The network predicts the normalised residual ``(target - joint_pos - act_mean) / act_std``."""
+    The network predicts the normalised action ``(action - act_mean) / act_std`` where action = target
+    (``action_mode="absolute"``) or target - joint_pos (``"residual"``). Absolute targets measured more robust
+    closed-loop: joints whose target barely moves (spine, neck, tail) keep a constant output off the data."""
 
-    def __init__(self, obs_dim: int, num_joints: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN):
+    def __init__(self, obs_dim: int, num_joints: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN,
+                 action_mode: str = "absolute"):
         super().__init__()
+        if action_mode not in ACTION_MODES:
+            raise ConfigError(f"action mode must be one of {ACTION_MODES}, got {action_mode!r}")
+        self.action_mode = action_mode
         layers: list[nn.Module] = []
         width = obs_dim
         for h in hidden:
@@ -299,20 +308,26 @@ class BCPolicy(nn.Module):
         self.register_buffer("act_mean", torch.zeros(num_joints))
         self.register_buffer("act_std", torch.ones(num_joints))
 
-    def set_normalisation(self, obs: np.ndarray, residuals: np.ndarray, floor: float = 1e-3) -> None:
-        """Mean/std from training observations (N, D) and residuals (N, J); constant columns get std ``floor``."""
+    def actions(self, targets: np.ndarray, joint_pos: np.ndarray) -> np.ndarray:
+        """What the network regresses (N, J), from PD targets (N, J) and joint positions (N, J)."""
+        return targets - joint_pos if self.action_mode == "residual" else targets
+
+    def set_normalisation(self, obs: np.ndarray, actions: np.ndarray, floor: float = DEFAULT_STD_FLOOR) -> None:
+        """Mean/std from training observations (N, D) and actions (N, J). Stds are floored at ``floor`` so a nearly
+        constant column (a joint that hardly moves) does not turn tiny off-data deviations into huge inputs."""
         self.obs_mean.copy_(torch.as_tensor(obs.mean(0)))
         self.obs_std.copy_(torch.as_tensor(np.maximum(obs.std(0), floor)))
-        self.act_mean.copy_(torch.as_tensor(residuals.mean(0)))
-        self.act_std.copy_(torch.as_tensor(np.maximum(residuals.std(0), floor)))
+        self.act_mean.copy_(torch.as_tensor(actions.mean(0)))
+        self.act_std.copy_(torch.as_tensor(np.maximum(actions.std(0), floor)))
 
     def normalised(self, obs: torch.Tensor) -> torch.Tensor:
-        """Normalised residual prediction (N, J) from raw observations (N, D)."""
+        """Normalised action prediction (N, J) from raw observations (N, D)."""
         return self.net((obs - self.obs_mean) / self.obs_std)
 
     def forward(self, obs: torch.Tensor, joint_pos: torch.Tensor) -> torch.Tensor:
         """Absolute PD targets (N, J) from raw observations (N, D) and current joint positions (N, J)."""
-        return joint_pos + self.act_mean + self.act_std * self.normalised(obs)
+        action = self.act_mean + self.act_std * self.normalised(obs)
+        return joint_pos + action if self.action_mode == "residual" else action
 
 
 @dataclass
@@ -339,6 +354,7 @@ def _reference_record(demo: Demo) -> dict[str, Any]:
 def save_policy(path: str | Path, policy: BCPolicy, meta: PolicyMeta) -> Path:
     """Write the policy (weights, normalisation buffers, metadata) to ``path`` atomically."""
     payload = {"format": POLICY_FORMAT, "version": POLICY_VERSION, "state_dict": policy.state_dict(),
+               "action_mode": policy.action_mode,
                "robot": meta.robot, "joint_names": list(meta.joint_names), "dt": meta.dt,
                "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
                "obs_layout": [list(x) for x in meta.obs_layout], "hidden": list(meta.hidden),
@@ -366,7 +382,8 @@ def load_policy(path: str | Path) -> tuple[BCPolicy, PolicyMeta]:
                           f"(expected {POLICY_VERSION}); retrain with `akd train-bc`")
     layout = [(str(n), int(s)) for n, s in payload["obs_layout"]]
     joint_names = [str(n) for n in payload["joint_names"]]
-    policy = BCPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]))
+    policy = BCPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]),
+                      str(payload.get("action_mode", "absolute")))
     policy.load_state_dict(payload["state_dict"])
     policy.eval()
     meta = PolicyMeta(robot=payload["robot"], joint_names=joint_names, dt=float(payload["dt"]),
@@ -419,6 +436,7 @@ def training_arrays(dataset: BCDataset) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def train_bc(dataset: BCDataset, robot: Robot, epochs: int = DEFAULT_EPOCHS, hidden: tuple[int, ...] = DEFAULT_HIDDEN,
              lr: float = 1e-3, batch_size: int = 256, obs_noise: float = DEFAULT_OBS_NOISE, seed: int = 0,
+             action_mode: str = "absolute", std_floor: float = DEFAULT_STD_FLOOR,
              progress: bool = True) -> tuple[BCPolicy, PolicyMeta, dict[str, Any]]:
     """Fit a :class:`BCPolicy` to the dataset's (state k -> PD target k+1) pairs with an MSE loss on normalised
     residuals. Gaussian noise of std ``obs_noise`` (in normalised units) is added to the observations of every batch,
@@ -432,12 +450,12 @@ def train_bc(dataset: BCDataset, robot: Robot, epochs: int = DEFAULT_EPOCHS, hid
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     obs, joint_pos, targets = training_arrays(dataset)
-    residuals = targets - joint_pos
     layout = observation_layout(robot.num_dofs)
-    policy = BCPolicy(obs.shape[1], robot.num_dofs, hidden)
-    policy.set_normalisation(obs, residuals)
-    obs_t, res_t = torch.as_tensor(obs), torch.as_tensor(residuals)
-    label = (res_t - policy.act_mean) / policy.act_std  # (N, J)
+    policy = BCPolicy(obs.shape[1], robot.num_dofs, hidden, action_mode)
+    actions = policy.actions(targets, joint_pos)
+    policy.set_normalisation(obs, actions, std_floor)
+    obs_t = torch.as_tensor(obs)
+    label = (torch.as_tensor(actions) - policy.act_mean) / policy.act_std  # (N, J)
     optimiser = torch.optim.Adam(policy.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, epochs)
     n = obs_t.shape[0]
@@ -454,7 +472,7 @@ def train_bc(dataset: BCDataset, robot: Robot, epochs: int = DEFAULT_EPOCHS, hid
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         scheduler.step()
         history.append(total / n)
         bar.set_postfix(loss=f"{history[-1]:.4f}")
@@ -464,6 +482,7 @@ def train_bc(dataset: BCDataset, robot: Robot, epochs: int = DEFAULT_EPOCHS, hid
     metrics = {"train_seconds": time.perf_counter() - start, "epochs": epochs, "num_samples": int(n),
                "num_demos": len(dataset.demos), "final_loss": history[-1],
                "target_rmse_rad": float(np.sqrt(np.mean((pred - targets) ** 2))), "obs_noise": obs_noise,
+               "action_mode": action_mode, "std_floor": std_floor,
                "seed": seed, "dataset": str(dataset.path)}
     meta = PolicyMeta(robot=dataset.robot or robot.name, joint_names=list(robot.joint_names), dt=dataset.dt,
                       kp=dataset.kp, kd=dataset.kd, obs_layout=layout, hidden=tuple(hidden),
@@ -692,6 +711,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--obs-noise", type=float, default=DEFAULT_OBS_NOISE,
                         help="std of training noise on normalised observations (default 0.05; 0 = pure BC)")
+    parser.add_argument("--action-mode", choices=ACTION_MODES, default="absolute",
+                        help="regress absolute PD targets (default) or residuals target - joint_pos")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -705,7 +726,8 @@ def train_cli(args: argparse.Namespace) -> int:
     robot = load_robot(args.robot, args.package_path)
     dataset = load_dataset(args.dataset)
     policy, meta, metrics = train_bc(dataset, robot, epochs=args.epochs, hidden=hidden, lr=args.lr,
-                                     batch_size=args.batch_size, obs_noise=args.obs_noise, seed=args.seed)
+                                     batch_size=args.batch_size, obs_noise=args.obs_noise, seed=args.seed,
+                                     action_mode=args.action_mode)
     save_policy(args.output, policy, meta)
     print(f"trained on {metrics['num_demos']} demos ({metrics['num_samples']} samples) in "
           f"{metrics['train_seconds']:.1f} s: final loss {metrics['final_loss']:.4f}, PD-target RMSE "
