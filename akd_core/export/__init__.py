@@ -1,0 +1,188 @@
+"""Dataset and bag export of run directories: ``akd export RUN [RUN...] --format FMT [-o PATH]``.
+
+Formats (docs/formats.md describes every field):
+
+- ``hdf5``          one robomimic / Isaac Lab HDF5 file, one ``data/demo_N`` per run (needs tracked.npz)
+- ``lerobot``       one LeRobot v3.0 dataset folder, one episode per run, the prompt as task (needs tracked.npz)
+- ``amp``           one legged_gym AMP ``.txt`` per run (tracked states, else the reference clip)
+- ``isaaclab-amp``  one Isaac Lab AMP ``.npz`` per run (tracked states, else the reference clip)
+- ``rosbag2``       one MCAP rosbag2 folder per run
+- ``all``           every format above
+
+Default outputs live in the run: ``RUN/export/dataset.hdf5``, ``RUN/export/lerobot/``, ``RUN/export/<run>.txt``,
+``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``; they are rebuilt on every export. With ``-o PATH`` a dataset
+format appends the runs to an existing dataset (``--overwrite`` starts it afresh); a per-run format writes
+``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
+Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..errors import ConfigError
+from ..rundir import RunDir
+from .amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, write_isaaclab_amp
+from .common import Episode, load_episode
+from .hdf5 import read_hdf5, write_hdf5
+from .lerobot import read_lerobot, write_lerobot
+from .rosbag import read_rosbag, write_rosbag
+
+log = logging.getLogger(__name__)
+
+DATASET_FORMATS = ("hdf5", "lerobot")
+PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2")
+FORMATS = DATASET_FORMATS + PER_RUN_FORMATS
+EXPORT_DIR = "export"
+_SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": ""}
+
+
+def parse_formats(spec: str | list[str] | tuple[str, ...]) -> list[str]:
+    """"hdf5,lerobot" | "all" | ["amp", ...] -> validated list of formats (order kept, duplicates dropped)."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    formats: list[str] = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        expanded = list(FORMATS) if item == "all" else [item]
+        for fmt in expanded:
+            if fmt not in FORMATS:
+                raise ConfigError(f"unknown export format {fmt!r}; choose from {', '.join(FORMATS)} or 'all'")
+            if fmt not in formats:
+                formats.append(fmt)
+    if not formats:
+        raise ConfigError(f"no export format given; choose from {', '.join(FORMATS)} or 'all'")
+    return formats
+
+
+def default_output(run_dir: Path, fmt: str) -> Path:
+    """Where a run's own export of ``fmt`` goes when no -o is given."""
+    folder = Path(run_dir) / EXPORT_DIR
+    named = {"hdf5": "dataset.hdf5", "lerobot": "lerobot", "rosbag2": "rosbag2"}
+    return folder / named[fmt] if fmt in named else folder / f"{Path(run_dir).resolve().name}{_SUFFIX[fmt]}"
+
+
+def _target(fmt: str, out: Path | None, run_dirs: list[Path], several_formats: bool) -> Path | None:
+    """The dataset path (dataset formats) or output folder/file (per-run formats) of ``fmt`` under ``out``."""
+    if out is None:
+        return None
+    if several_formats:  # `all` (or a list) with -o: one sub-path per format
+        return out / {"hdf5": "dataset.hdf5", "lerobot": "lerobot"}.get(fmt, fmt)
+    return out
+
+
+def _per_run_path(fmt: str, run_dir: Path, target: Path | None, single: bool) -> Path:
+    if target is None:
+        return default_output(run_dir, fmt)
+    suffix = _SUFFIX[fmt]
+    if single and (fmt == "rosbag2" or target.suffix == suffix):
+        return target
+    return target / f"{Path(run_dir).resolve().name}{suffix}"
+
+
+def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = None, *, append: bool | None = None,
+                allow_out_of_limits: bool = False, source: str = "auto", loop_mode: str = "Wrap",
+                start_ns: int | None = None, progress: bool = True) -> list[Path]:
+    """Export runs in one format (or several: "hdf5,amp", "all"); returns the written paths.
+
+    Dataset formats (hdf5, lerobot) put every run in one dataset (one episode each); per-run formats write one
+    file/folder per run. ``append`` (dataset formats): add to an existing dataset; default True with ``out``,
+    False (rebuild) for the run's own default output. ``source`` ("auto" | "tracked" | "reference") picks the
+    clip of the per-run formats; dataset formats always need the tracked clip."""
+    run_dirs = [Path(r) for r in run_dirs]
+    if not run_dirs:
+        raise ConfigError("no run directory given; pass one or more RUN folders")
+    formats = parse_formats(fmt)
+    out = Path(out) if out is not None else None
+    if out is None and len(run_dirs) > 1 and any(f in DATASET_FORMATS for f in formats):
+        raise ConfigError("several runs go into one dataset: name it with -o PATH "
+                          "(e.g. -o datasets/walks.hdf5 or -o datasets/walks_lerobot)")
+    cache: dict[tuple[Path, str], Episode] = {}
+
+    def episode_of(run_dir: Path, wanted: str) -> Episode:
+        key = (run_dir, wanted)
+        if key not in cache:
+            cache[key] = load_episode(run_dir, wanted, check_limits=not allow_out_of_limits)
+        return cache[key]
+
+    written: list[Path] = []
+    for fmt_name in formats:
+        target = _target(fmt_name, out, run_dirs, len(formats) > 1)
+        wanted = "tracked" if fmt_name in DATASET_FORMATS else source
+        episodes = [episode_of(r, wanted) for r in tqdm(run_dirs, desc=f"export {fmt_name}", unit="run",
+                                                         disable=not progress or len(run_dirs) < 2)]
+        if fmt_name in DATASET_FORMATS:
+            path = target if target is not None else default_output(run_dirs[0], fmt_name)
+            keep = append if append is not None else target is not None
+            writer = write_hdf5 if fmt_name == "hdf5" else write_lerobot
+            written.append(writer(episodes, path, append=keep))
+        else:
+            for episode in episodes:
+                path = _per_run_path(fmt_name, episode.run_dir, target, len(run_dirs) == 1)
+                if fmt_name == "amp":
+                    written.append(write_amp_txt(episode, path, loop_mode=loop_mode))
+                elif fmt_name == "isaaclab-amp":
+                    written.append(write_isaaclab_amp(episode, path))
+                else:
+                    written.append(write_rosbag(episode, path, start_ns=start_ns))
+        log.info("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
+    return written
+
+
+def stage_export(run: RunDir, formats: str | list[str] = "hdf5,lerobot", out: str | Path | None = None,
+                 **options: Any) -> dict[str, Any]:
+    """`akd export RUN`: the run's exports, recorded as stage "export" in its manifest. Returns the metrics."""
+    formats = parse_formats(formats)
+    config = {"formats": formats, "out": str(out) if out else None,
+              **{k: v for k, v in options.items() if k != "progress"}}
+    with run.running_stage("export", config) as metrics:
+        files: dict[str, list[str]] = {}
+        for fmt in formats:
+            target = _target(fmt, Path(out), [run.path], len(formats) > 1) if out is not None else None
+            files[fmt] = [str(p) for p in export_runs([run.path], fmt, target, **options)]
+        metrics["files"] = files
+        episode = load_episode(run.path, "auto", check_limits=False)
+        metrics["num_samples"] = episode.num_samples
+        metrics["duration_s"] = round(episode.num_samples * episode.dt, 6)
+        metrics["source"] = episode.source
+    return metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (several -> one dataset)")
+    parser.add_argument("--format", "-f", default="hdf5", dest="formats",
+                        help=f"comma-separated: {', '.join(FORMATS)}, or all (default hdf5)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="dataset file/folder (appended to if it exists), or output folder of per-run formats; "
+                             "default RUN/export/")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing -o dataset instead of appending")
+    parser.add_argument("--source", choices=("auto", "tracked", "reference"), default="auto",
+                        help="clip of amp / isaaclab-amp / rosbag2 exports (default: tracked if present)")
+    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap", help="AMP .txt LoopMode")
+    parser.add_argument("--allow-out-of-limits", action="store_true",
+                        help="export even if joint positions or PD targets leave the URDF limits (unsafe)")
+
+
+def cli(args: argparse.Namespace) -> int:
+    options = {"allow_out_of_limits": args.allow_out_of_limits, "source": args.source, "loop_mode": args.loop_mode}
+    if args.overwrite:
+        options["append"] = False
+    if len(args.runs) == 1:
+        metrics = stage_export(RunDir(args.runs[0]), args.formats, args.output, **options)
+        paths = [p for files in metrics["files"].values() for p in files]
+    else:
+        paths = [str(p) for p in export_runs(args.runs, args.formats, args.output, **options)]
+    for path in paths:
+        print(path)
+    return 0
+
+
+__all__ = ["Episode", "load_episode", "export_runs", "stage_export", "parse_formats", "default_output",
+           "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
+           "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "add_arguments", "cli",
+           "FORMATS"]
