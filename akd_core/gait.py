@@ -1,0 +1,673 @@
+"""Procedural gait library: a GaitSpec and a robot's legs -> a reference Motion (``akd gait``).
+
+Pipeline of :func:`generate_gait`:
+
+1. **Stance pose.** From the zero pose (legs straight, feet under the hips) the body is lowered by a
+   quarter of the leg length and the leg joints are solved by IK, trying both knee-bend directions per leg
+   and keeping the one farther from the joint limits. Each foot's contact point is re-measured in this pose
+   (for a spherical foot: the sphere's bottom).
+2. **Body path.** Speed ``v`` along ``direction`` (body frame) and yaw rate ``turn_rate`` are ramped in
+   smoothly over ``ramp_time`` and integrated (heading first), so the body follows a straight line, an arc
+   or stays in place. Gaits with flight phases add a vertical oscillation in antiphase with the number of
+   feet on the ground (up in flight, down in stance).
+3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
+   stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
+   composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
+   next foothold on a cycloid (zero velocity at lift-off and touch-down) and lifts by ``step_height``.
+4. **IK.** All frames at once (torch, float64): damped least squares (Levenberg-Marquardt) on the contact
+   points, with analytic Jacobians from the FK link poses, a weak pull to the stance pose for redundancy,
+   projection onto the joint limits after every step. Legs with >= 4 joints also keep the foot's stance
+   orientation (flat box soles do not dig in).
+5. **Checks.** IK error, joint limits and joint velocities are measured; if the URDF velocity limits are
+   exceeded the speed and frequency are lowered (with a warning) until they hold.
+
+Patterns (phase of each leg label, duty factor, Froude range Fr = v^2 / (g L) for slow .. fast):
+quadruped walk, crawl, trot, pace, bound, gallop, pronk; biped walk, run, hop; hexapod tripod, wave;
+any other number of legs: wave (one leg at a time, back to front).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import ConfigError, MotionError
+from .kinematics import ForwardKinematics
+from .legs import Leg, contact_point, find_legs
+from .motion import Motion
+from .robot import Robot
+
+log = logging.getLogger("akd.gait")
+
+GRAVITY = 9.81
+MAX_FROUDE = 3.0  # faster than this no legged gait is kinematically plausible
+CROUCH = 0.25  # the stance pose lowers the body by this fraction of the leg length
+MAX_SWEEP = 0.6  # a foot's travel relative to the hip during one stance, in leg lengths
+IK_TOLERANCE = 1e-5  # m
+VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A gait pattern: leg phases by label, duty factor, Froude range (slow, fast), bounce, step height."""
+
+    legs: int  # number of legs it is made for (0: any)
+    phases: dict[str, float]
+    duty_factor: float
+    froude: tuple[float, float]
+    bounce: float = 0.005  # vertical body oscillation amplitude, in leg lengths
+    step_height: float = 0.12  # in leg lengths
+    flight: bool = False
+
+
+_QUAD_WALK = {"LH": 0.0, "LF": 0.25, "RH": 0.5, "RF": 0.75}
+PATTERNS: dict[str, Pattern] = {
+    "walk": Pattern(4, _QUAD_WALK, 0.75, (0.03, 0.25)),
+    "crawl": Pattern(4, _QUAD_WALK, 0.85, (0.01, 0.06), step_height=0.1),
+    "trot": Pattern(4, {"LF": 0.0, "RH": 0.0, "RF": 0.5, "LH": 0.5}, 0.55, (0.2, 0.8), bounce=0.01),
+    "pace": Pattern(4, {"LF": 0.0, "LH": 0.0, "RF": 0.5, "RH": 0.5}, 0.55, (0.2, 0.8), bounce=0.01),
+    "bound": Pattern(4, {"LF": 0.0, "RF": 0.0, "LH": 0.5, "RH": 0.5}, 0.4, (0.3, 1.2), bounce=0.03, flight=True),
+    "gallop": Pattern(4, {"LH": 0.0, "RH": 0.1, "LF": 0.5, "RF": 0.6}, 0.35, (0.6, 2.0), bounce=0.03,
+                      flight=True),
+    "pronk": Pattern(4, {"LF": 0.0, "RF": 0.0, "LH": 0.0, "RH": 0.0}, 0.45, (0.05, 0.4), bounce=0.04,
+                     step_height=0.1, flight=True),
+    "biped_walk": Pattern(2, {"L": 0.0, "R": 0.5}, 0.6, (0.03, 0.25), step_height=0.08),
+    "run": Pattern(2, {"L": 0.0, "R": 0.5}, 0.38, (0.3, 1.2), bounce=0.03, step_height=0.12, flight=True),
+    "hop": Pattern(2, {"L": 0.0, "R": 0.0}, 0.45, (0.02, 0.3), bounce=0.04, step_height=0.08, flight=True),
+    "tripod": Pattern(6, {"LF": 0.0, "RM": 0.0, "LR": 0.0, "RF": 0.5, "LM": 0.5, "RR": 0.5}, 0.55, (0.02, 0.3)),
+    "wave": Pattern(6, {"LR": 0.0, "LM": 1 / 6, "LF": 2 / 6, "RR": 3 / 6, "RM": 4 / 6, "RF": 5 / 6}, 0.8,
+                    (0.005, 0.06), step_height=0.1),
+}
+# the patterns a prompt may ask for, per number of legs (the first is the default)
+PATTERNS_BY_LEGS: dict[int, tuple[str, ...]] = {
+    4: ("trot", "walk", "crawl", "pace", "bound", "gallop", "pronk"),
+    2: ("walk", "run", "hop"),
+    6: ("tripod", "wave"),
+}
+
+
+@dataclass
+class GaitSpec:
+    """What to generate. ``None`` fields are filled by :func:`resolve_spec` from the robot and pattern.
+
+    pattern: a key of PATTERNS_BY_LEGS for the robot's leg count (biped "walk" means biped_walk);
+    speed m/s >= 0 along ``direction`` (rad, body frame: 0 forward, pi backward, pi/2 left);
+    turn_rate rad/s (+ = left); frequency Hz (gait cycles per second); duty_factor (stance fraction);
+    step_length m (stride = speed / frequency; informational, filled in); step_height m (swing lift);
+    body_height m (root height in stance); phase_offsets {leg label: cycle fraction}; bounce m (vertical
+    body oscillation amplitude); ramp_time s (speed and turn rate ramp in from rest).
+    """
+
+    pattern: str = "trot"
+    speed: float = 0.0
+    direction: float = 0.0
+    turn_rate: float = 0.0
+    frequency: float | None = None
+    duty_factor: float | None = None
+    step_length: float | None = None
+    step_height: float | None = None
+    body_height: float | None = None
+    phase_offsets: dict[str, float] | None = None
+    bounce: float | None = None
+    ramp_time: float = 0.5
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- robot geometry
+@dataclass
+class Stance:
+    """The robot's standing configuration for gaits (root at (0, 0, body_height), identity orientation)."""
+
+    joint_pos: np.ndarray  # (J,)
+    body_height: float
+    leg_length: float
+    feet_body: np.ndarray  # (K, 3) nominal contact points relative to the root (z = -body_height)
+    foot_rot: np.ndarray  # (K, 3, 3) foot link orientations in stance
+    legs: list[Leg]  # with contact points measured in this pose
+    centres: np.ndarray  # (K, 3) sphere centres of spherical feet in the foot frames (= contact point otherwise)
+
+
+class _LegIK:
+    """Damped least squares IK of foot contact points (and orientations) for fixed root poses."""
+
+    def __init__(self, robot: Robot, legs: Sequence[Leg], orient_weight: float = 0.3):
+        self.robot = robot
+        self.fk = ForwardKinematics(robot).double()
+        self.foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
+        self.num_dofs = robot.num_dofs
+        dof = {n: i for i, n in enumerate(robot.joint_names)}
+        # per (foot, dof): 1 if the dof moves the foot and belongs to its leg
+        mask = np.zeros((len(legs), robot.num_dofs))
+        for k, leg in enumerate(legs):
+            for name in leg.joint_names:
+                mask[k, dof[name]] = 1.0
+        self.mask = torch.as_tensor(mask)
+        self.leg_dofs = torch.as_tensor(mask.sum(0) > 0)
+        joints = {j.name: j for j in robot.joints}
+        self.child_idx = torch.as_tensor([robot.link_index(joints[n].child) for n in robot.joint_names])
+        self.axis = torch.as_tensor(np.array([joints[n].axis for n in robot.joint_names], dtype=np.float64))
+        self.prismatic = torch.as_tensor([joints[n].type == "prismatic" for n in robot.joint_names])
+        weights = [orient_weight if len(leg.joint_names) >= 4 else 0.0 for leg in legs]
+        self.orient_weight = torch.as_tensor(weights, dtype=torch.float64)
+        self.lower = torch.as_tensor(robot.lower, dtype=torch.float64)
+        self.upper = torch.as_tensor(robot.upper, dtype=torch.float64)
+
+    def feet(self, root_pos: torch.Tensor, root_quat: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor):
+        link_pos, link_rot = self.fk(root_pos, root_quat, q)
+        pts = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, offsets)
+        return link_pos, link_rot, pts
+
+    def solve(self, root_pos: np.ndarray, root_quat: np.ndarray, q_init: np.ndarray, q_ref: np.ndarray,
+              offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray | None = None,
+              centres: np.ndarray | None = None, radius: np.ndarray | None = None,
+              iterations: int = 100, damping: float = 1e-5, regularise: float = 1e-7) -> tuple[np.ndarray, float]:
+        """Joint angles putting each foot's contact point on its target.
+
+        root_pos (F,3), root_quat (F,4), q_init (F,J), q_ref (J,), offsets (K,3) contact points in the foot
+        frames, targets (F,K,3), target_rot (F,K,3,3) or None. Spherical feet (centres (K,3) in the foot
+        frames, radius (K,)): the contact point's x, y and the sphere centre's height (target z + radius) are
+        solved for, so a rolling sphere neither slides nor sinks. Returns joint_pos (F,J) within the limits and
+        the max target error (m).
+        """
+        t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+        root_pos, root_quat, q, q_ref = t(root_pos), t(root_quat), t(q_init).clone(), t(q_ref)
+        offsets, targets = t(offsets), t(targets)
+        centres = offsets if centres is None else t(centres)
+        lift = torch.zeros(len(offsets), dtype=torch.float64) if radius is None else t(radius)
+        target_rot = None if target_rot is None else t(target_rot)
+        lo = torch.maximum(self.lower, torch.full_like(self.lower, -1e3))
+        hi = torch.minimum(self.upper, torch.full_like(self.upper, 1e3))
+        eye = torch.eye(self.num_dofs, dtype=torch.float64)
+        error = math.inf
+        with torch.no_grad():
+            for _ in range(iterations):
+                link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
+                ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
+                e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]],
+                                  -1)  # (F, K, 3)
+                error = float(e_pos.norm(dim=-1).max())
+                if error < IK_TOLERANCE:
+                    break
+                jac_pts, jac_rot = self._jacobians(link_pos, link_rot, pts)  # (F, K, 3, J) each
+                jac_ctr, _ = self._jacobians(link_pos, link_rot, ctr)
+                res = [e_pos]
+                jac = [torch.cat([jac_pts[:, :, :2], jac_ctr[:, :, 2:]], 2)]
+                if target_rot is not None and bool((self.orient_weight > 0).any()):
+                    rot = link_rot[:, self.foot_idx]  # (F, K, 3, 3)
+                    e_rot = 0.5 * torch.cross(rot, target_rot, dim=-2).sum(-1)  # (F, K, 3) rotation vector
+                    w = self.orient_weight[None, :, None]
+                    res.append(e_rot * w)
+                    jac.append(jac_rot * w[..., None])
+                r = torch.cat(res, 1).flatten(1)  # (F, M)
+                jm = torch.cat(jac, 1).flatten(1, 2)  # (F, M, J)
+                jt = jm.transpose(1, 2)
+                lhs = jt @ jm + (damping + regularise) * eye
+                rhs = (jt @ r[..., None]).squeeze(-1) + regularise * (q_ref - q)
+                step = torch.linalg.solve(lhs, rhs)
+                norm = step.abs().amax(-1, keepdim=True)
+                step = step * torch.clamp(0.5 / (norm + 1e-12), max=1.0)
+                q = torch.minimum(torch.maximum(q + step * self.leg_dofs, lo), hi)
+            link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
+            ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
+            e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]], -1)
+            error = float(e_pos.norm(dim=-1).max())
+        return q.numpy(), error
+
+    def _jacobians(self, link_pos: torch.Tensor, link_rot: torch.Tensor, pts: torch.Tensor):
+        """d(contact point)/dq and d(foot orientation)/dq, each (F, K, 3, J), from the link poses."""
+        axis_world = (link_rot[:, self.child_idx] @ self.axis[None, :, :, None]).squeeze(-1)  # (F, J, 3)
+        origin = link_pos[:, self.child_idx]  # (F, J, 3)
+        lever = pts[:, :, None, :] - origin[:, None]  # (F, K, J, 3)
+        ax = axis_world[:, None].expand_as(lever)
+        lin = torch.where(self.prismatic[None, None, :, None], ax, torch.cross(ax, lever, dim=-1))
+        ang = torch.where(self.prismatic[None, None, :, None], torch.zeros_like(ax), ax)
+        m = self.mask[None, :, :, None]
+        return (lin * m).transpose(-1, -2), (ang * m).transpose(-1, -2)
+
+
+def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
+    """Dof indices of the leg joints whose axis at rest is mostly lateral (knee-like), root side first."""
+    joints = {j.name: j for j in robot.joints}
+    out = []
+    for name in leg.joint_names:
+        joint = joints[name]
+        axis_world = rot0[robot.link_index(joint.child)] @ joint.axis
+        if abs(axis_world[1]) > 0.7:
+            out.append(robot.joint_names.index(name))
+    return out
+
+
+def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = None) -> Stance:
+    """The standing configuration the gaits start from (see the module docstring, step 1)."""
+    ik = _LegIK(robot, legs)
+    zero = np.zeros(robot.num_dofs)
+    root0 = np.zeros((1, 3))
+    quat0 = np.array([[0.0, 0.0, 0.0, 1.0]])
+    offsets = np.array([leg.foot_offset for leg in legs])
+    link_pos, link_rot, pts = (a[0].numpy() for a in ik.feet(torch.as_tensor(root0), torch.as_tensor(quat0),
+                                                              torch.as_tensor(zero[None]), torch.as_tensor(offsets)))
+    hips = np.array([link_pos[robot.link_index(leg.hip_link)] for leg in legs])
+    leg_length = float(np.mean(hips[:, 2] - pts[:, 2]))
+    if leg_length <= 1e-3:
+        raise MotionError(f"robot '{robot.name}': the feet {[leg.foot_link for leg in legs]} are not below their "
+                          "hips in the zero pose; pass the right foot links with --feet LINK,...")
+    rest_height = float(-pts[:, 2].min())
+    height = rest_height - CROUCH * leg_length if body_height is None else float(body_height)
+    if not 0.05 * leg_length < height <= rest_height + 1e-6:
+        raise ConfigError(f"body_height {height:.3f} m is outside (0, {rest_height:.3f}] m, the range robot "
+                          f"'{robot.name}' can stand at; choose a lower body height")
+    targets = pts.copy()
+    targets[:, 2] = 0.0
+    targets -= np.array([0.0, 0.0, height])  # relative to a root at the origin
+    foot_rot0 = link_rot[[robot.link_index(leg.foot_link) for leg in legs]]
+    root = np.array([[0.0, 0.0, height]])
+    world_targets = targets + root
+    candidates = []
+    for sign in (1.0, -1.0):
+        q0 = zero.copy()
+        for leg in legs:
+            pitch = _pitch_dofs(robot, leg, link_rot)
+            # hip +a, knee -2a, ankle +a (alternating signs keep the foot under the hip)
+            magnitudes = [0.4] + [0.8] * max(len(pitch) - 2, 0) + ([0.4] if len(pitch) > 2 else [0.8])
+            for n, d in enumerate(pitch):
+                q0[d] = sign * magnitudes[n] * (1 if n % 2 == 0 else -1)
+        q0 = np.clip(q0, robot.lower, robot.upper)
+        q, _ = ik.solve(root, quat0, q0[None], q0, offsets, world_targets[None], foot_rot0[None], iterations=200)
+        candidates.append(q[0])
+    q_stand = _pick_per_leg(robot, legs, ik, candidates, root, quat0, offsets, world_targets)
+    # contact points re-measured in the stance pose (a sphere rolls to a new bottom point), then re-solved
+    fk_pos, fk_rot, _ = (a[0].numpy() for a in ik.feet(torch.as_tensor(root), torch.as_tensor(quat0),
+                                                        torch.as_tensor(q_stand[None]), torch.as_tensor(offsets)))
+    new_legs = []
+    for leg in legs:
+        offset, radius = contact_point(robot, leg.foot_link, fk_pos, fk_rot)
+        new_legs.append(dataclasses.replace(leg, foot_offset=offset, contact_radius=radius))
+    offsets = np.array([leg.foot_offset for leg in new_legs])
+    foot_rot = fk_rot[[robot.link_index(leg.foot_link) for leg in legs]]
+    radius = np.array([leg.contact_radius for leg in new_legs])
+    centres = offsets + radius[:, None] * np.einsum("kji,j->ki", foot_rot, np.array([0.0, 0.0, 1.0]))
+    q, error = ik.solve(root, quat0, q_stand[None], q_stand, offsets, world_targets[None], foot_rot[None],
+                        centres=centres, radius=radius, iterations=200)
+    if error > 1e-3:
+        raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
+                          f"the ground at body height {height:.3f} m (IK error {error * 1000:.1f} mm within the "
+                          "joint limits); check the foot links (--feet) or the URDF joint limits")
+    return Stance(joint_pos=q[0], body_height=height, leg_length=leg_length, feet_body=targets,
+                  foot_rot=foot_rot, legs=new_legs, centres=centres)
+
+
+def _pick_per_leg(robot: Robot, legs: Sequence[Leg], ik: _LegIK, candidates: list[np.ndarray], root: np.ndarray,
+                  quat: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """For each leg the candidate pose with the smallest contact error, then the largest limit margin."""
+    dof = {n: i for i, n in enumerate(robot.joint_names)}
+    span = np.where(np.isfinite(robot.upper - robot.lower), robot.upper - robot.lower, np.inf)
+    q_out = candidates[0].copy()
+    scores = []
+    for q in candidates:
+        _, _, pts = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q[None]),
+                            torch.as_tensor(offsets))
+        err = np.linalg.norm(pts[0].numpy() - targets, axis=-1)
+        margin = np.minimum(q - robot.lower, robot.upper - q) / span
+        scores.append((err, margin))
+    for k, leg in enumerate(legs):
+        idx = [dof[n] for n in leg.joint_names]
+
+        def key(c: int, k: int = k, idx: list[int] = idx) -> tuple[float, float]:
+            err, margin = scores[c]
+            return (round(float(err[k]), 4), -float(np.min(margin[idx])))
+
+        best = min(range(len(candidates)), key=key)
+        q_out[idx] = candidates[best][idx]
+    return q_out
+
+
+# ----------------------------------------------------------------------------- spec resolution
+def pattern_key(pattern: str, num_legs: int) -> str:
+    """The PATTERNS key of ``pattern`` for a robot with ``num_legs`` legs (ConfigError if it does not apply)."""
+    allowed = PATTERNS_BY_LEGS.get(num_legs, ("wave",))
+    if pattern not in allowed:
+        raise ConfigError(f"gait pattern {pattern!r} does not apply to a robot with {num_legs} legs; "
+                          f"choose one of {list(allowed)}")
+    if num_legs == 2 and pattern == "walk":
+        return "biped_walk"
+    return pattern
+
+
+def phase_offsets(pattern: str, legs: Sequence[Leg]) -> dict[str, float]:
+    """Cycle phase of each leg label for ``pattern`` (a generic back-to-front wave for unusual leg counts)."""
+    key = pattern_key(pattern, len(legs))
+    table = PATTERNS[key]
+    labels = [leg.label for leg in legs]
+    if table.legs == len(legs) and all(lab in table.phases for lab in labels):
+        return {lab: table.phases[lab] for lab in labels}
+    # wave: one leg after the other, left side rear to front, then the right side
+    order = sorted(range(len(legs)), key=lambda i: (legs[i].side != "left", legs[i].side == "center",
+                                                    -_rank_from_rear(legs, i)))
+    return {legs[i].label or legs[i].foot_link: n / len(legs) for n, i in enumerate(order)}
+
+
+def _rank_from_rear(legs: Sequence[Leg], i: int) -> int:
+    same = [j for j in range(len(legs)) if legs[j].side == legs[i].side]
+    return -same.index(i)
+
+
+def froude_speed(froude: float, leg_length: float) -> float:
+    """Speed (m/s) of Froude number Fr = v^2 / (g L)."""
+    return math.sqrt(max(froude, 0.0) * GRAVITY * leg_length)
+
+
+def speed_for_level(pattern: str, legs: Sequence[Leg], leg_length: float, level: float) -> float:
+    """Speed at ``level`` in [0, 1] of the pattern's Froude range (0 slow, 0.5 normal, 1 fast)."""
+    lo, hi = PATTERNS[pattern_key(pattern, len(legs))].froude
+    froude = lo * (hi / lo) ** float(np.clip(level, 0.0, 1.0))  # geometric: Froude spans a decade
+    return froude_speed(froude, leg_length)
+
+
+def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpec:
+    """A copy of ``spec`` with every ``None`` filled in from the pattern table and the robot's size."""
+    key = pattern_key(spec.pattern, len(legs))
+    table = PATTERNS[key]
+    length = stance.leg_length
+    if not np.isfinite(spec.speed) or spec.speed < 0:
+        raise ConfigError(f"gait speed must be a number >= 0 m/s (use direction=pi to walk backward), "
+                          f"got {spec.speed}")
+    froude = spec.speed ** 2 / (GRAVITY * length)
+    if froude > MAX_FROUDE:
+        raise ConfigError(
+            f"speed {spec.speed:.2f} m/s is impossible for legs {length:.2f} m long: Froude number "
+            f"{froude:.1f} > {MAX_FROUDE} (the fastest animals gallop at about 3); use at most "
+            f"{froude_speed(MAX_FROUDE, length):.2f} m/s")
+    if not np.isfinite(spec.turn_rate):
+        raise ConfigError(f"turn_rate must be a finite number of rad/s, got {spec.turn_rate}")
+    duty = table.duty_factor if spec.duty_factor is None else float(spec.duty_factor)
+    if not 0.05 <= duty <= 0.95:
+        raise ConfigError(f"duty_factor must be in [0.05, 0.95], got {duty}")
+    reach = max(float(np.linalg.norm(stance.feet_body[:, :2], axis=-1).max()), 1e-3)
+    sweep_speed = spec.speed + abs(spec.turn_rate) * reach  # foot speed relative to the hip in stance
+    frequency = spec.frequency
+    if frequency is None:
+        natural = 0.25 * math.sqrt(GRAVITY / length)  # slow stepping, Hz (a pendulum-like cadence)
+        stride = length * 2.3 * max(froude, 1e-6) ** 0.3  # Alexander (1976): relative stride vs Froude
+        frequency = max(natural, spec.speed / stride, sweep_speed * duty / (MAX_SWEEP * length))
+    if not np.isfinite(frequency) or frequency <= 0:
+        raise ConfigError(f"frequency must be a positive number of Hz, got {frequency}")
+    step_height = table.step_height * length if spec.step_height is None else float(spec.step_height)
+    bounce = table.bounce * length if spec.bounce is None else float(spec.bounce)
+    offsets = phase_offsets(spec.pattern, legs) if spec.phase_offsets is None else dict(spec.phase_offsets)
+    missing = [leg.label for leg in legs if leg.label not in offsets]
+    if missing:
+        raise ConfigError(f"phase_offsets lacks legs {missing}; give a phase for each of "
+                          f"{[leg.label for leg in legs]}")
+    return dataclasses.replace(spec, frequency=float(frequency), duty_factor=duty,
+                               step_length=float(spec.speed / frequency), step_height=step_height,
+                               body_height=stance.body_height, phase_offsets=offsets, bounce=bounce,
+                               notes=list(spec.notes))
+
+
+# ----------------------------------------------------------------------------- trajectories
+def _smoothstep(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3 - 2 * x)
+
+
+def body_path(spec: GaitSpec, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Root xy (T,2) and yaw (T,) at ``times`` (s, may be negative: the body rests before t = 0)."""
+    t0, t1 = min(float(times.min()), 0.0), float(times.max())
+    dense = np.linspace(t0, t1, max(int((t1 - t0) * 1000) + 2, 2))
+    ramp = _smoothstep(dense / spec.ramp_time) if spec.ramp_time > 0 else (dense >= 0).astype(float)
+    dt = np.diff(dense, prepend=dense[0])
+    yaw = np.cumsum(spec.turn_rate * ramp * dt)
+    heading = yaw + spec.direction
+    vel = spec.speed * ramp[:, None] * np.stack([np.cos(heading), np.sin(heading)], -1)
+    xy = np.cumsum(vel * dt[:, None], axis=0)
+    at = lambda a: np.stack([np.interp(times, dense, c) for c in np.atleast_2d(a.T)], -1)  # noqa: E731
+    return at(xy), at(yaw[:, None])[:, 0]
+
+
+def _bounce_profile(spec: GaitSpec, labels: Sequence[str]) -> np.ndarray:
+    """Vertical body offset over one cycle (256 samples, unit max), in antiphase with feet on the ground."""
+    phase = np.linspace(0.0, 1.0, 256, endpoint=False)
+    count = sum(((phase + spec.phase_offsets[lab]) % 1.0 < spec.duty_factor).astype(float) for lab in labels)
+    spectrum = np.fft.rfft(-(count - count.mean()))
+    spectrum[3:] = 0.0  # keep the first two harmonics: a smooth, ballistic-looking oscillation
+    profile = np.fft.irfft(spectrum, n=len(phase))
+    peak = np.abs(profile).max()
+    return profile / peak if peak > 1e-9 else profile
+
+
+def foot_targets(spec: GaitSpec, stance: Stance, times: np.ndarray) -> dict[str, np.ndarray]:
+    """Root and foot trajectories at ``times`` (F,).
+
+    Returns root_pos (F,3), yaw (F,), feet (F,K,3) contact-point targets, foot_yaw (F,K), contacts (F,K) bool.
+    """
+    legs = stance.legs
+    f, duty = spec.frequency, spec.duty_factor
+    frames, num = len(times), len(legs)
+    xy, yaw = body_path(spec, times)
+    ramp = _smoothstep(times / spec.ramp_time) if spec.ramp_time > 0 else np.ones_like(times)
+    profile = _bounce_profile(spec, [leg.label for leg in legs])
+    cycle_phase = (f * times) % 1.0
+    z = spec.body_height + spec.bounce * ramp * np.interp(cycle_phase, np.linspace(0, 1, 257)[:-1], profile,
+                                                          period=1.0)
+    root_pos = np.c_[xy, z]
+    feet = np.zeros((frames, num, 3))
+    foot_yaw = np.zeros((frames, num))
+    contacts = np.zeros((frames, num), dtype=bool)
+    for k, leg in enumerate(legs):
+        offset = spec.phase_offsets[leg.label]
+        cycles = np.arange(math.floor(f * times.min() + offset) - 2, math.ceil(f * times.max() + offset) + 2)
+        starts = (cycles - offset) / f  # stance start times
+        mids = starts + duty / (2 * f)
+        mid_xy, mid_yaw = body_path(spec, mids)
+        nominal = stance.feet_body[k, :2]
+        c, s = np.cos(mid_yaw), np.sin(mid_yaw)
+        holds = mid_xy + np.stack([c * nominal[0] - s * nominal[1], s * nominal[0] + c * nominal[1]], -1)
+        phase = f * times + offset
+        n = np.floor(phase).astype(int) - cycles[0]  # index of the current cycle
+        within = phase - np.floor(phase)
+        in_stance = within < duty
+        tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)  # swing progress
+        s_h = tau - np.sin(2 * np.pi * tau) / (2 * np.pi)  # cycloid: zero velocity at both ends
+        a, b = holds[n], holds[np.minimum(n + 1, len(holds) - 1)]
+        ya, yb = mid_yaw[n], mid_yaw[np.minimum(n + 1, len(holds) - 1)]
+        feet[:, k, :2] = np.where(in_stance[:, None], a, a + (b - a) * s_h[:, None])
+        feet[:, k, 2] = np.where(in_stance, 0.0, spec.step_height * 0.5 * (1 - np.cos(2 * np.pi * tau)))
+        foot_yaw[:, k] = np.where(in_stance, ya, ya + (yb - ya) * s_h)
+        contacts[:, k] = in_stance
+    return {"root_pos": root_pos, "yaw": yaw, "feet": feet, "foot_yaw": foot_yaw, "contacts": contacts}
+
+
+def _yaw_quat(yaw: np.ndarray) -> np.ndarray:
+    return np.stack([np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2), np.cos(yaw / 2)], -1)
+
+
+def _yaw_matrix(yaw: np.ndarray) -> np.ndarray:
+    c, s = np.cos(yaw), np.sin(yaw)
+    out = np.zeros(yaw.shape + (3, 3))
+    out[..., 0, 0], out[..., 0, 1], out[..., 1, 0], out[..., 1, 1], out[..., 2, 2] = c, -s, s, c, 1.0
+    return out
+
+
+# ----------------------------------------------------------------------------- generation
+@dataclass
+class GaitResult:
+    """A generated clip with the spec actually used and the IK/limit figures."""
+
+    motion: Motion
+    spec: GaitSpec
+    ik_error_m: float
+    joint_velocity_ratio: float
+
+
+def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
+                  legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True) -> Motion:
+    """A reference Motion of ``robot`` walking per ``spec`` (see the module docstring).
+
+    duration s, fps frames/s -> Motion with round(duration * fps) + 1 frames, foot_names / foot_offsets
+    (contact points in the foot links' frames) / foot_contacts (F,K) filled. The resolved spec is attached
+    as ``motion.gait_spec`` (GaitSpec). With ``slow_down``, a clip that would exceed a URDF velocity limit
+    is regenerated slower (speed, turn rate and frequency scaled) with a logged warning; otherwise (or if
+    even that fails) MotionError names the joint.
+    """
+    return generate_gait_result(robot, spec, duration, fps, legs, prompt, slow_down).motion
+
+
+def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
+                         legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True) -> GaitResult:
+    """:func:`generate_gait` returning the resolved spec and IK/velocity figures too."""
+    if not np.isfinite(duration) or duration <= 0:
+        raise ConfigError(f"duration must be a positive number of seconds, got {duration}")
+    if not np.isfinite(fps) or fps <= 0:
+        raise ConfigError(f"fps must be a positive number, got {fps}")
+    legs = list(find_legs(robot) if legs is None else legs)
+    stance = stance_pose(robot, legs, spec.body_height)
+    resolved = resolve_spec(spec, legs, stance)
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64)
+    for attempt in range(6):
+        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt)
+        vel = np.abs(motion.joint_vel().astype(np.float64))
+        finite = np.isfinite(limit) & (limit > 0)
+        ratios = np.where(finite, vel.max(0) / np.where(finite, limit, 1.0), 0.0)
+        ratio = float(ratios.max()) if ratios.size else 0.0
+        if ratio <= 1.0:
+            break
+        worst = robot.joint_names[int(ratios.argmax())]
+        message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
+                   f"'{worst}' at {ratio:.2f} x its URDF velocity limit ({limit[int(ratios.argmax())]:.1f})")
+        if not slow_down or attempt == 5:
+            raise MotionError(message + "; ask for a slower gait (lower speed / frequency) or raise the limit")
+        scale = VELOCITY_MARGIN / ratio
+        note = f"{message}: slowed down by {scale:.2f}"
+        log.warning(note)
+        resolved = dataclasses.replace(resolved, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
+                                       frequency=resolved.frequency * scale,
+                                       step_length=resolved.step_length, notes=[*resolved.notes, note])
+    if ik_error > 5e-3:
+        log.warning("gait IK could not reach every foot target: max error %.1f mm", ik_error * 1e3)
+    motion.gait_spec = resolved  # type: ignore[attr-defined]
+    return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
+
+
+def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
+           prompt: str) -> tuple[Motion, float]:
+    frames = int(round(duration * fps)) + 1
+    times = np.arange(frames) / fps
+    traj = foot_targets(spec, stance, times)
+    root_quat = _yaw_quat(traj["yaw"])
+    target_rot = _yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]  # (F, K, 3, 3)
+    ik = _LegIK(robot, stance.legs)
+    offsets = np.array([leg.foot_offset for leg in stance.legs])
+    q_init = np.tile(stance.joint_pos, (frames, 1))
+    radius = np.array([leg.contact_radius for leg in stance.legs])
+    joint_pos, error = ik.solve(traj["root_pos"], root_quat, q_init, stance.joint_pos, offsets, traj["feet"],
+                                target_rot, centres=stance.centres, radius=radius, iterations=150)
+    motion = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=joint_pos, root_pos=traj["root_pos"],
+                    root_quat=root_quat, foot_names=[leg.foot_link for leg in stance.legs], foot_offsets=offsets,
+                    foot_contacts=traj["contacts"], prompt=prompt)
+    return motion, error
+
+
+# ----------------------------------------------------------------------------- stage + CLI
+def stage_gait(run, robot_spec: str, prompt: str, duration: float = 4.0, fps: float = 50.0, seed: int = 0,
+               feet: Sequence[str] | None = None, package_paths: Sequence[str] = (), preview: bool = True,
+               spec_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`akd gait`: robot + prompt -> RUN/robot.urdf, RUN/reference.npz, manifest stage "gait", RUN/preview.mp4.
+
+    run: akd_core.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed).
+    """
+    from .metrics import motion_metrics
+    from .prompt import spec_from_prompt
+    from .robot import load_robot
+    from .rundir import PREVIEW, REFERENCE, ROBOT_URDF
+
+    if not prompt or not str(prompt).strip():
+        raise ConfigError("--prompt is empty; describe the motion, e.g. --prompt 'a dog trotting forward'")
+    robot = load_robot(robot_spec, package_paths)
+    legs = find_legs(robot, list(feet) if feet else None)
+    spec, notes = spec_from_prompt(prompt, robot, legs)
+    if spec_overrides:
+        spec = dataclasses.replace(spec, **spec_overrides)
+    for note in notes:
+        log.warning(note) if note.startswith("warning") else log.info(note)
+    run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"gait": int(seed)})
+    config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
+              "feet": [leg.foot_link for leg in legs], "spec": spec.to_dict()}
+    with run.running_stage("gait", config) as metrics:
+        result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt)
+        robot.to_urdf(run.file(ROBOT_URDF))
+        motion = result.motion
+        motion.save(run.file(REFERENCE))
+        config["spec"] = result.spec.to_dict()
+        config["notes"] = notes + [n for n in result.spec.notes if n not in notes]
+        run.set_stage("gait", config=config)
+        quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
+                                 motion.foot_names, motion.foot_offsets, motion.foot_contacts)
+        metrics.update(quality)
+        metrics.update(ik_foot_error_m=result.ik_error_m, speed_command_mps=result.spec.speed,
+                       frequency_hz=result.spec.frequency, num_frames=motion.num_frames)
+        if preview:
+            _write_preview(robot, motion, run.file(PREVIEW))
+    return metrics
+
+
+def _write_preview(robot: Robot, motion: Motion, path) -> None:
+    try:
+        from .preview import render_preview
+    except ImportError:
+        log.warning("preview.mp4 skipped: akd_core.preview is not available in this installation")
+        return
+    render_preview(robot, [motion], ["reference"], path, fps=motion.fps)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `akd gait` (DESIGN.md section 6)."""
+    from .cli import add_robot_options
+
+    add_robot_options(parser)
+    parser.add_argument("--prompt", required=True, help="text, e.g. 'a dog trotting forward quickly'")
+    parser.add_argument("--out", required=True, help="run directory (created)")
+    parser.add_argument("--duration", type=float, default=4.0, help="clip length, s (default 4)")
+    parser.add_argument("--fps", type=float, default=50.0, help="frame rate (default 50)")
+    parser.add_argument("--seed", type=int, default=0, help="recorded in the manifest (the gait is deterministic)")
+    parser.add_argument("--feet", default=None, metavar="LINK,...",
+                        help="foot link names, comma-separated, instead of automatic leg detection")
+    parser.add_argument("--no-preview", action="store_true", help="do not render preview.mp4")
+
+
+def cli(args: argparse.Namespace) -> int:
+    """`akd gait ...`: run the stage and print where the files are."""
+    from .rundir import RunDir
+
+    run = RunDir(args.out, create=True)
+    feet = [f.strip() for f in args.feet.split(",") if f.strip()] if args.feet else None
+    metrics = stage_gait(run, args.robot, args.prompt, duration=args.duration, fps=args.fps, seed=args.seed,
+                         feet=feet, package_paths=args.package_path, preview=not args.no_preview)
+    stage = run.stage("gait")
+    spec = stage.get("config", {}).get("spec", {})
+    print(f"gait: {spec.get('pattern')} at {spec.get('speed', 0):.2f} m/s, {spec.get('frequency', 0):.2f} Hz, "
+          f"duty {spec.get('duty_factor', 0):.2f} ({metrics['num_frames']} frames)")
+    for note in stage.get("config", {}).get("notes", []):
+        print(f"  note: {note}")
+    print(f"  foot skate {metrics['foot_skate_mps']:.4f} m/s, penetration {metrics['penetration_m'] * 1000:.2f} mm, "
+          f"IK error {metrics['ik_foot_error_m'] * 1000:.2f} mm, joint velocity {metrics['joint_velocity_ratio']:.2f}"
+          " x limit")
+    print(f"wrote {run.file('reference.npz')}")
+    if run.file("preview.mp4").exists():
+        print(f"wrote {run.file('preview.mp4')}")
+    return 0
+
+
+__all__ = ["GaitSpec", "Pattern", "PATTERNS", "PATTERNS_BY_LEGS", "Stance", "GaitResult", "stance_pose",
+           "resolve_spec", "phase_offsets", "pattern_key", "speed_for_level", "froude_speed", "body_path",
+           "foot_targets", "generate_gait", "generate_gait_result", "stage_gait", "add_arguments", "cli"]
