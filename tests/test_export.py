@@ -437,3 +437,31 @@ def test_akd_export_cli_writes_every_format_and_records_the_stage(tmp_path):
         export_runs([run.path, run.path], "hdf5", None)
     with pytest.raises(ConfigError, match="unknown export format"):
         export_runs([run.path], "csv", None)
+
+
+def test_several_robots_share_an_hdf5_but_not_a_lerobot_dataset(runs, tmp_path):
+    from akd_core.errors import MotionError
+    from akd_core.robot import load_robot
+
+    robot = load_robot("hexapod")
+    run = RunDir(tmp_path / "hexapod_stand", create=True)
+    robot.to_urdf(run.file(ROBOT_URDF))
+    q = np.tile(np.clip(np.zeros(robot.num_dofs), robot.lower, robot.upper), (STEPS, 1))
+    root, quat = np.tile([0.0, 0.0, 0.3], (STEPS, 1)), np.tile([0.0, 0.0, 0.0, 1.0], (STEPS, 1))
+    Motion(fps=1 / DT, joint_names=robot.joint_names, joint_pos=q, root_pos=root, root_quat=quat,
+           prompt="a hexapod standing").save(run.file(REFERENCE))
+    zeros = np.zeros((STEPS, 3))
+    TrackedMotion(dt=DT, joint_names=robot.joint_names, pd_targets=q, joint_torques=0 * q, joint_pos=q,
+                  joint_vel=0 * q, root_pos=root, root_quat=quat, root_lin_vel=zeros, root_ang_vel=zeros,
+                  kp=np.full(robot.num_dofs, 30.0), kd=np.ones(robot.num_dofs)).save(run.file(TRACKED))
+    ep = load_episode(run.path)
+    assert len(ep.foot_names) == 6 and all(n.endswith("_foot") for n in ep.foot_names)
+    path = tmp_path / "mixed.hdf5"
+    export_runs([runs[0].path, run.path], "hdf5", path)
+    with h5py.File(path, "r") as f:
+        env = json.loads(f["data"].attrs["env_args"])
+        assert env["mixed_robots"] is True and env["robots"] == ["a1", "hexapod"]
+        assert json.loads(f["data/demo_1"].attrs["joint_names"]) == robot.joint_names
+        assert f["data/demo_1/actions"].shape == (STEPS, robot.num_dofs)
+    with pytest.raises(MotionError, match="one robot"):
+        export_runs([runs[0].path, run.path], "lerobot", tmp_path / "lr")
