@@ -17,6 +17,7 @@ import csv
 import json
 import logging
 import re
+import shutil
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -254,13 +255,21 @@ def aggregate(sweep: Sweep, results: list[dict[str, Any]]) -> dict[str, Any]:
     for fmt in sweep.export:
         if not ok:
             break
-        target = {"hdf5": datasets / "dataset.hdf5", "lerobot": datasets / "lerobot"}.get(fmt, datasets / fmt)
-        if fmt in ("hdf5", "lerobot") and target.exists():
-            # rebuilt from scratch each time, so a re-run never appends episodes twice
-            import shutil
-
-            shutil.rmtree(target) if target.is_dir() else target.unlink()
-        written[fmt] = [str(p) for p in export_runs([Path(r["run_dir"]) for r in ok], fmt, target)]
+        groups = {"": ok}
+        if fmt == "lerobot":  # a LeRobot dataset holds one robot: one dataset per robot of the sweep
+            groups = {}
+            for r in ok:
+                groups.setdefault(_slug(Path(r["robot"]).stem, 24), []).append(r)
+            if len(groups) == 1:
+                groups = {"": ok}
+        written[fmt] = []
+        for suffix, runs in groups.items():
+            name = {"hdf5": "dataset.hdf5", "lerobot": "lerobot"}.get(fmt, fmt)
+            target = datasets / (f"{name}_{suffix}" if suffix else name)
+            if fmt in ("hdf5", "lerobot") and target.exists():
+                # rebuilt from scratch each time, so a re-run never appends episodes twice
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+            written[fmt] += [str(p) for p in export_runs([Path(r["run_dir"]) for r in runs], fmt, target)]
     summary = {"sweep_out": str(out), "jobs": len(results), "succeeded": len(ok),
                "failed": sum(r["status"] == "failed" for r in results), "datasets": written,
                "runs": sorted(results, key=lambda r: r["name"])}
