@@ -34,6 +34,7 @@ comments, so :func:`load_ply` restores a complete, poseable asset.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,11 @@ class GaussianAsset:
 
         return linear_blend(t(self.means), t(self.covars), t(self.weight_index, torch.long), t(self.weight_value),
                             t(self.rest_link_pos), t(self.rest_link_rot), link_pos, link_rot)
+
+    def subset(self, indices: np.ndarray) -> GaussianAsset:
+        """The asset restricted to the Gaussians ``indices`` (same links, rest pose and skin)."""
+        per_gaussian = ("means", "scales", "quats", "colors", "opacities", "normals", "weight_index", "weight_value")
+        return dataclasses.replace(self, **{name: getattr(self, name)[indices] for name in per_gaussian})
 
     def local_means(self) -> np.ndarray:
         """(N, 3) each mean in the frame of its :attr:`link_index` link (exact for rigid assets)."""
@@ -305,28 +311,32 @@ def bone_boxes(robot: Robot, rest_pos: np.ndarray, rest_rot: np.ndarray) -> Bone
 
 def box_distances(points: np.ndarray, boxes: BoneBoxes) -> np.ndarray:
     """Signed distances (P, B) from points (P, 3) to each box (negative inside)."""
-    local = np.einsum("pbi,bij->pbj", points[:, None] - boxes.centres[None], boxes.rotations)  # world -> box frame
-    q = np.abs(local) - boxes.half_extents[None]
-    outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
-    return outside + np.minimum(q.max(-1), 0.0)
+    return _box_distances_torch(torch.as_tensor(points), boxes).numpy()
+
+
+def _box_distances_torch(points: Tensor, boxes: BoneBoxes) -> Tensor:
+    centres, rotations = torch.as_tensor(boxes.centres), torch.as_tensor(boxes.rotations)
+    local = torch.einsum("pbi,bij->pbj", points[:, None] - centres[None], rotations)  # world -> box frame
+    q = local.abs() - torch.as_tensor(boxes.half_extents)[None]
+    return q.clamp_min(0.0).norm(dim=-1) + q.max(-1).values.clamp_max(0.0)
 
 
 def skin_sdf(points: np.ndarray, boxes: BoneBoxes, offset: float, blend: float, chunk: int = 65536) -> np.ndarray:
     """Signed distance (P,) to the skin: smooth union (exponential smooth-min, radius ``blend``) of the boxes,
     offset outwards by ``offset`` m (negative inside)."""
-    out = np.empty(len(points))
+    pts = torch.as_tensor(points, dtype=torch.float64)
+    out = torch.empty(len(points), dtype=torch.float64)
     for start in range(0, len(points), chunk):
-        d = box_distances(points[start:start + chunk], boxes)
-        m = d.min(1)
-        out[start:start + chunk] = m - blend * np.log(np.exp(-(d - m[:, None]) / blend).sum(1)) - offset
-    return out
+        d = _box_distances_torch(pts[start:start + chunk], boxes)
+        out[start:start + chunk] = -blend * torch.logsumexp(-d / blend, dim=1) - offset
+    return out.numpy()
 
 
 def creature_skin_mesh(boxes: BoneBoxes, offset: float = 0.01, blend: float = 0.012,
                        edge_length: float | None = None):
     """A closed, smooth skin (trimesh.Trimesh) around bone boxes: the zero level set of :func:`skin_sdf`.
 
-    The SDF is sampled on a grid of ``edge_length / 2`` and interpolated trilinearly for manifold3d's marching
+    The SDF is sampled on a grid of spacing ``edge_length`` and interpolated trilinearly for manifold3d's marching
     tetrahedra (``Manifold.level_set``), which returns a watertight mesh. ``edge_length`` defaults to 1/80 of the
     skeleton's largest extent.
     """
@@ -339,7 +349,7 @@ def creature_skin_mesh(boxes: BoneBoxes, offset: float = 0.01, blend: float = 0.
     lo, hi = corners.reshape(-1, 3).min(0) - pad, corners.reshape(-1, 3).max(0) + pad
     if edge_length is None:
         edge_length = float((hi - lo).max()) / 80.0
-    h = edge_length / 2
+    h = edge_length
     dims = np.ceil((hi - lo) / h).astype(int) + 1
     axes = [lo[i] + h * np.arange(dims[i]) for i in range(3)]
     grid_points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
