@@ -16,9 +16,11 @@ with its own camera and label, and writes an H.264 / yuv420p MP4 atomically;
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +31,10 @@ import torch
 
 from .errors import ConfigError, MeshNotFoundError, MotionError
 from .kinematics import ForwardKinematics
-from .motion import quat_slerp
+from .motion import Motion, TrackedMotion, quat_slerp
 from .render.camera import intrinsics_from_fov, look_at, smooth_over_time
 from .robot import Geometry, Robot
+from .rundir import PREVIEW, REFERENCE, ROBOT_URDF, TRACKED, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ class RobotMesh:
     vertices: np.ndarray  # (V, 3) float64, link frame
     faces: np.ndarray  # (T, 3) int64
     face_colors: np.ndarray  # (T, 3) float64 RGB in [0, 1]
+    two_sided: np.ndarray  # (T,) bool: drawn from both sides (winding unknown); other faces are culled from behind
 
     @property
     def num_faces(self) -> int:
@@ -125,12 +129,22 @@ def _cluster(vertices: np.ndarray, faces: np.ndarray, origin: np.ndarray, cell: 
     return verts, tris[np.sort(first)]
 
 
-def _geometry_triangles(geom: Geometry, cache: dict[Path, tuple[np.ndarray, np.ndarray]],
-                        max_faces: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(vertices (V, 3) in the link frame, faces (T, 3)) of one visual, or None for an unusable mesh."""
+def _geometry_triangles(geom: Geometry, cache: dict[Path, _Triangles], max_faces: int) -> _Triangles | None:
+    """One visual as triangles in its link frame, or None for a shape that cannot be drawn."""
     import trimesh.creation
 
     size = np.asarray(geom.size, dtype=np.float64)
+    if geom.kind == "mesh":
+        if geom.mesh_path is None:
+            raise MeshNotFoundError(f"preview: mesh '{geom.mesh_uri}' was not resolved to a file; pass "
+                                    "--package-path DIR so package:// URIs resolve")
+        if geom.mesh_path not in cache:
+            cache[geom.mesh_path] = _load_mesh(Path(geom.mesh_path), max_faces)
+        tri = cache[geom.mesh_path]
+        if len(tri.faces) == 0:
+            return None
+        faces = tri.faces[:, ::-1] if np.prod(size) < 0 else tri.faces  # a mirroring scale flips the winding
+        return _Triangles(_transform(tri.vertices * size, geom.origin), faces, tri.outward)
     if geom.kind == "box":
         mesh = trimesh.creation.box(extents=size)
     elif geom.kind == "cylinder":
@@ -139,24 +153,25 @@ def _geometry_triangles(geom: Geometry, cache: dict[Path, tuple[np.ndarray, np.n
         mesh = trimesh.creation.capsule(height=size[1], radius=size[0], count=[12, 12])
     elif geom.kind == "sphere":
         mesh = trimesh.creation.icosphere(subdivisions=2, radius=size[0])
-    elif geom.kind == "mesh":
-        if geom.mesh_path is None:
-            raise MeshNotFoundError(f"preview: mesh '{geom.mesh_uri}' was not resolved to a file; pass "
-                                    "--package-path DIR so package:// URIs resolve")
-        if geom.mesh_path not in cache:
-            cache[geom.mesh_path] = _load_mesh(Path(geom.mesh_path), max_faces)
-        verts, faces = cache[geom.mesh_path]
-        if len(faces) == 0:
-            return None
-        verts = verts * size  # mesh scale (3,)
-        return verts @ geom.origin[:3, :3].T + geom.origin[:3, 3], faces
     else:
         return None
-    verts, faces = np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)
-    return verts @ geom.origin[:3, :3].T + geom.origin[:3, 3], faces
+    vertices = np.asarray(mesh.vertices, dtype=np.float64)
+    return _Triangles(_transform(vertices, geom.origin), np.asarray(mesh.faces, dtype=np.int64), outward=True)
 
 
-def _load_mesh(path: Path, max_faces: int) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class _Triangles:
+    vertices: np.ndarray  # (V, 3)
+    faces: np.ndarray  # (T, 3)
+    outward: bool  # consistent, outward winding: faces seen from behind may be culled
+
+
+def _transform(points: np.ndarray, tf: np.ndarray) -> np.ndarray:
+    """Points (N, 3) through a (4, 4) transform."""
+    return points @ tf[:3, :3].T + tf[:3, 3]
+
+
+def _load_mesh(path: Path, max_faces: int) -> _Triangles:
     import trimesh
 
     if not path.is_file():
@@ -166,33 +181,40 @@ def _load_mesh(path: Path, max_faces: int) -> tuple[np.ndarray, np.ndarray]:
         mesh = trimesh.load(path, force="mesh")
     except Exception as exc:  # trimesh raises many types for unreadable files
         log.warning("preview: cannot read mesh %s (%s); the link is drawn without it", path, exc)
-        return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
+        return _Triangles(np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64), outward=False)
     verts, faces = np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)
-    return decimate_mesh(verts, faces, max_faces)
+    # a signed volume tells the winding's orientation when the winding is consistent; otherwise draw both sides
+    volume = float(mesh.volume) if mesh.is_winding_consistent else 0.0
+    if volume < 0:
+        faces = faces[:, ::-1]
+    verts, faces = decimate_mesh(verts, faces, max_faces)
+    return _Triangles(verts, faces, outward=abs(volume) > 0)
 
 
 def build_robot_mesh(robot: Robot, style: PreviewStyle = PreviewStyle()) -> RobotMesh:
     """Triangulate every link's visual geometry (collision geometry for links without visuals)."""
-    cache: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
+    cache: dict[Path, _Triangles] = {}
     side = _link_sides(robot)
-    links, verts, faces, colors = [], [], [], []
+    links, verts, faces, colors, two_sided = [], [], [], [], []
     offset = 0
     for index, link in enumerate(robot.links):
         for geom in link.visuals or link.collisions:
             tri = _geometry_triangles(geom, cache, style.max_faces)
             if tri is None:
                 continue
-            v, f = tri
+            v, f = tri.vertices, tri.faces
             rgb = np.asarray(geom.rgba[:3] if geom.rgba is not None else DEFAULT_RGB, dtype=np.float64)
             rgb = _tint(rgb, side[index] * style.side_tint)
             links.append(np.full(len(v), index, dtype=np.int64))
             verts.append(v)
             faces.append(f + offset)
             colors.append(np.broadcast_to(rgb, (len(f), 3)))
+            two_sided.append(np.full(len(f), not tri.outward))
             offset += len(v)
     if not faces:
         raise ConfigError(f"preview: robot '{robot.name}' has no visual or collision geometry to draw")
-    return RobotMesh(np.concatenate(links), np.concatenate(verts), np.concatenate(faces), np.concatenate(colors))
+    return RobotMesh(np.concatenate(links), np.concatenate(verts), np.concatenate(faces), np.concatenate(colors),
+                     np.concatenate(two_sided))
 
 
 def _link_sides(robot: Robot) -> np.ndarray:
@@ -379,10 +401,12 @@ class PreviewRenderer:
         depth = cam[:, 2]
         safe = np.where(depth > NEAR_PLANE, depth, 1.0)
         screen = np.stack([K[0, 0] * cam[:, 0] / safe + K[0, 2], K[1, 1] * cam[:, 1] / safe + K[1, 2]], axis=1)
-        face_id, robot_depth = rasterize(screen, depth, self.mesh.faces, self.width, self.height)
+        normal, facing = self._face_normals(verts, eye)
+        drawn = np.nonzero(facing | self.mesh.two_sided)[0]
+        face_id, robot_depth = rasterize(screen, depth, self.mesh.faces[drawn], self.width, self.height)
         image, ground_depth = self._background(rot, eye, K, link_pos, link_rot)
         visible = (face_id >= 0) & (robot_depth < ground_depth)
-        shade = self._face_shades(verts, eye, rot)
+        shade = self._shade(normal[drawn], self.mesh.face_colors[drawn], rot)
         image[visible] = shade[face_id[visible]]
         return np.round(np.clip(image, 0.0, 1.0) * 255.0).astype(np.uint8)
 
@@ -398,20 +422,24 @@ class PreviewRenderer:
             viewmat = self.follow_camera(root_pos, root_quat, fps=DEFAULT_FPS).viewmats[0]
         return self.render(link_pos[0], link_rot[0], viewmat)
 
-    def _face_shades(self, verts: np.ndarray, eye: np.ndarray, cam_rot: np.ndarray) -> np.ndarray:
-        """Flat Lambert colour (T, 3) per face; normals are turned towards the camera (two-sided lighting)."""
+    def _face_normals(self, verts: np.ndarray, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unit face normals (T, 3) turned towards the camera, and whether each face's own front faces it (T,)."""
         tri = verts[self.mesh.faces]  # (T, 3, 3)
         normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
         normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
-        towards_eye = eye - tri[:, 0]
-        normal *= np.where(np.sum(normal * towards_eye, axis=1) < 0, -1.0, 1.0)[:, None]
+        facing = np.einsum("ij,ij->i", normal, eye - tri[:, 0]) >= 0
+        normal[~facing] *= -1.0
+        return normal, facing
+
+    def _shade(self, normal: np.ndarray, color: np.ndarray, cam_rot: np.ndarray) -> np.ndarray:
+        """Flat Lambert colour (T, 3) of faces with camera-facing unit normals (T, 3) and base colours (T, 3)."""
         # key light from above, over the camera's left shoulder; a weak fill from the camera itself
         key = -cam_rot[1] * 1.0 - cam_rot[0] * 0.35 - cam_rot[2] * 0.45
         key /= np.linalg.norm(key)
         fill = -cam_rot[2]
         diffuse = 0.75 * np.clip(normal @ key, 0.0, None) + 0.25 * np.clip(normal @ fill, 0.0, None)
         light = self.style.ambient + (1.0 - self.style.ambient) * diffuse
-        return self.mesh.face_colors * light[:, None]
+        return color * light[:, None]
 
     def _background(self, cam_rot: np.ndarray, eye: np.ndarray, K: np.ndarray, link_pos: np.ndarray,
                     link_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -649,9 +677,10 @@ def render_frame(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, join
     return PreviewRenderer(robot, width, height, style).render_pose(root_pos, root_quat, joint_pos, viewmat)
 
 
-def _render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None, fps: float | None, width: int,
-                  height: int, style: PreviewStyle, progress: bool) -> tuple[np.ndarray, float]:
-    """Frames (N, H, C * W, 3) uint8 of clips side by side and the video fps; see :func:`render_preview`."""
+def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None = None, fps: float | None = None,
+                 width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
+                 progress: bool = True) -> tuple[np.ndarray, float]:
+    """Frames (N, H, C * W, 3) uint8 of clips side by side, and the video fps; see :func:`render_preview`."""
     from tqdm import tqdm
 
     if not clips:
@@ -706,5 +735,58 @@ def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | s
         raise ConfigError("preview: no output path; give path='preview.mp4'")
     from .render.video import write_mp4
 
-    frames, fps = _render_clips(robot, clips, labels, fps, width, height, style, progress)
+    frames, fps = render_clips(robot, clips, labels, fps, width, height, style, progress)
     return write_mp4(frames, path, fps=fps)
+
+
+# ----------------------------------------------------------------------------- stage + CLI
+def stage_preview(run: RunDir, width: int = 320, height: int = 240, fps: float | None = None,
+                  naive: bool = False, output: str | os.PathLike | None = None,
+                  style: PreviewStyle = PreviewStyle()) -> dict[str, Any]:
+    """`akd preview`: RUN/reference.npz | RUN/tracked.npz (| naive PD replay) side by side -> RUN/preview.mp4.
+
+    Without tracked.npz (only `akd gait` has run) the reference is rendered alone. Returns the recorded metrics.
+    """
+    from .robot import load_urdf
+
+    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --prompt TEXT --out RUN"))
+    clips: list[Any] = [Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --prompt TEXT --out RUN"))]
+    labels = ["reference"]
+    if run.file(TRACKED).exists():
+        tracked = TrackedMotion.load(run.file(TRACKED))
+        clips.append(tracked)
+        labels.append("tracked")
+        if naive and tracked.naive is not None:
+            clips.append(tracked.naive)
+            labels.append("naive PD")
+    path = Path(output) if output is not None else run.file(PREVIEW)
+    config = {"width": width, "height": height, "fps": fps, "naive": naive, "panels": labels, "path": str(path)}
+    with run.running_stage("preview", config) as metrics:
+        start = time.perf_counter()
+        frames, video_fps = render_clips(robot, clips, labels, fps, width, height, style, progress=True)
+        render_seconds = time.perf_counter() - start
+        from .render.video import write_mp4
+
+        write_mp4(frames, path, fps=video_fps)
+        metrics.update(frames=len(frames), fps=video_fps, duration_s=len(frames) / video_fps, panels=len(clips),
+                       render_s_per_frame=render_seconds / len(frames))
+    return metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `akd preview RUN`."""
+    parser.add_argument("run", type=Path, help="run directory (made by `akd gait` / `akd run`)")
+    parser.add_argument("--width", type=int, default=320, help="width of each panel in pixels (default 320)")
+    parser.add_argument("--height", type=int, default=240, help="height in pixels (default 240)")
+    parser.add_argument("--fps", type=float, default=None, help="video frame rate (default: min(30, motion rate))")
+    parser.add_argument("--naive", action="store_true", help="add a third panel: the naive PD replay baseline")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="output file (default RUN/preview.mp4)")
+
+
+def cli(args: argparse.Namespace) -> int:
+    metrics = stage_preview(RunDir(args.run), width=args.width, height=args.height, fps=args.fps, naive=args.naive,
+                            output=args.output)
+    path = args.output if args.output is not None else RunDir(args.run).file(PREVIEW)
+    print(f"wrote {path} ({metrics['frames']} frames, {metrics['panels']} panels, "
+          f"{metrics['render_s_per_frame'] * 1e3:.0f} ms/frame)")
+    return 0
