@@ -214,24 +214,27 @@ def bone_heat_weights(mesh, segments: np.ndarray, segment_link: np.ndarray, num_
         bone_dist[:, b] = seg_dist[np.arange(len(vertices)), best]
         bone_closest[:, b] = seg_closest[np.arange(len(vertices)), best]
     order = np.argsort(bone_dist, axis=1)
-    chosen = np.full(len(vertices), -1)
+    rows = np.arange(len(vertices))
+    nearest_visible = np.zeros((len(vertices), len(links)))  # p: 1 for the nearest visible bone (ties split)
+    chosen_dist = np.full(len(vertices), np.inf)
     inset = 1e-4 * float(np.linalg.norm(mesh.extents))
     for rank in range(min(max_candidates, len(links))):
-        todo = np.nonzero(chosen < 0)[0]
+        cand = order[:, rank]
+        dist = bone_dist[rows, cand]
+        todo = np.nonzero(np.isinf(chosen_dist) | (dist <= chosen_dist * (1 + 1e-9) + 1e-12))[0]
         if len(todo) == 0:
             break
-        cand = order[todo, rank]
-        visible = visible_from_vertices(mesh, todo, bone_closest[todo, cand], inset)
-        chosen[todo[visible]] = cand[visible]
-    _fix_invisible_components(faces, len(vertices), chosen, order[:, 0])
-    has_bone = chosen >= 0
-    d = np.where(has_bone, bone_dist[np.arange(len(vertices)), np.maximum(chosen, 0)], 1.0)
-    heat = np.where(has_bone, c / np.maximum(d, 1e-6) ** 2, 0.0)
+        visible = todo[visible_from_vertices(mesh, todo, bone_closest[todo, cand[todo]], inset)]
+        nearest_visible[visible, cand[visible]] = 1.0
+        chosen_dist[visible] = np.minimum(chosen_dist[visible], dist[visible])
+    _fix_invisible_components(faces, nearest_visible, chosen_dist, order[:, 0], bone_dist[rows, order[:, 0]])
+    has_bone = np.isfinite(chosen_dist)
+    nearest_visible /= np.maximum(nearest_visible.sum(1, keepdims=True), 1.0)
+    heat = np.where(has_bone, c / np.maximum(np.where(has_bone, chosen_dist, 1.0), 1e-6) ** 2, 0.0)
     lap, areas = cotangent_laplacian(vertices, faces)
     system = (-lap + scipy.sparse.diags(areas * heat)).tocsc()
     solve = scipy.sparse.linalg.factorized(system)
-    rhs = np.zeros((len(vertices), len(links)))
-    rhs[np.nonzero(has_bone)[0], chosen[has_bone]] = (areas * heat)[has_bone]
+    rhs = (areas * heat)[:, None] * nearest_visible
     solved = np.stack([solve(rhs[:, b]) for b in range(len(links))], axis=1)
     solved = np.clip(solved, 0.0, None)
     total = solved.sum(1, keepdims=True)
@@ -263,16 +266,19 @@ def visible_from_vertices(mesh, vertex_ids: np.ndarray, targets: np.ndarray, ins
     return visible
 
 
-def _fix_invisible_components(faces: np.ndarray, num_vertices: int, chosen: np.ndarray, nearest: np.ndarray) -> None:
+def _fix_invisible_components(faces: np.ndarray, nearest_visible: np.ndarray, chosen_dist: np.ndarray,
+                              nearest: np.ndarray, nearest_dist: np.ndarray) -> None:
     """Multi-component fix, in place: a connected component with no visible bone takes each vertex's nearest bone."""
+    num_vertices = len(chosen_dist)
     edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     adjacency = scipy.sparse.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])),
                                         shape=(num_vertices, num_vertices))
     _, labels = scipy.sparse.csgraph.connected_components(adjacency, directed=False)
     for comp in np.unique(labels):
-        members = labels == comp
-        if not (chosen[members] >= 0).any():
-            chosen[members] = nearest[members]
+        members = np.nonzero(labels == comp)[0]
+        if not np.isfinite(chosen_dist[members]).any():
+            nearest_visible[members, nearest[members]] = 1.0
+            chosen_dist[members] = nearest_dist[members]
 
 
 def transfer_weights(mesh, vertex_weights: np.ndarray, points: np.ndarray | None = None,
