@@ -371,7 +371,7 @@ def creature_skin_mesh(boxes: BoneBoxes, offset: float = 0.01, blend: float = 0.
     bounds = [*(lo + h / 2), *(hi - h / 2)]
     solid = manifold3d.Manifold.level_set(field_at, bounds, edge_length)
     out = solid.to_mesh()
-    mesh = trimesh.Trimesh(np.asarray(out.vert_properties)[:, :3], np.asarray(out.tri_verts), process=True)
+    mesh = trimesh.Trimesh(np.asarray(out.vert_properties)[:, :3], np.asarray(out.tri_verts), process=False)
     if not mesh.is_watertight:
         raise ConfigError("gaussians: the creature skin is not watertight; try a smaller edge_length")
     return mesh
