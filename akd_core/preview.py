@@ -76,7 +76,7 @@ class PreviewStyle:
 class RobotMesh:
     """The robot's visual geometry as one triangle soup in link frames."""
 
-    vertex_link: np.ndarray  # (V,) int64 link index (robot.link_names order)
+    vertex_link: np.ndarray  # (V,) int64 link index (robot.link_names order), non-decreasing: stored link by link
     vertices: np.ndarray  # (V, 3) float64, link frame
     faces: np.ndarray  # (T, 3) int64
     face_colors: np.ndarray  # (T, 3) float64 RGB in [0, 1]
@@ -342,6 +342,12 @@ class PreviewRenderer:
         self.mesh = build_robot_mesh(robot, style)
         self.fk = ForwardKinematics(robot).double()
         self.K = intrinsics_from_fov(style.fov_y_deg, self.width, self.height, dtype=torch.float64).numpy()
+        # vertices and faces are stored link by link: pose each link's block with one small matmul
+        self._vertex_blocks = _blocks(self.mesh.vertex_link)
+        self._face_blocks = _blocks(self.mesh.vertex_link[self.mesh.faces[:, 0]])
+        tri = self.mesh.vertices[self.mesh.faces]
+        normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        self._normals_local = normal / np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)  # (T, 3)
         rest = self.pose_vertices(*_rest_pose(robot))[0]  # (V, 3), root at the origin
         lo, hi = rest.min(axis=0), rest.max(axis=0)
         self.rest_centre = 0.5 * (lo + hi)  # relative to the root
@@ -367,8 +373,7 @@ class PreviewRenderer:
 
     def _posed(self, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
         """(V, 3) world vertices of one frame from link_pos (L, 3), link_rot (L, 3, 3)."""
-        idx = self.mesh.vertex_link
-        return np.einsum("vij,vj->vi", link_rot[idx], self.mesh.vertices) + link_pos[idx]
+        return _per_block(self.mesh.vertices, self._vertex_blocks, link_pos, link_rot)
 
     # -- cameras ------------------------------------------------------------
     def follow_camera(self, root_pos: np.ndarray, root_quat: np.ndarray, fps: float) -> PanelCamera:
@@ -401,7 +406,7 @@ class PreviewRenderer:
         depth = cam[:, 2]
         safe = np.where(depth > NEAR_PLANE, depth, 1.0)
         screen = np.stack([K[0, 0] * cam[:, 0] / safe + K[0, 2], K[1, 1] * cam[:, 1] / safe + K[1, 2]], axis=1)
-        normal, facing = self._face_normals(verts, eye)
+        normal, facing = self._face_normals(verts, link_rot, eye)
         drawn = np.nonzero(facing | self.mesh.two_sided)[0]
         face_id, robot_depth = rasterize(screen, depth, self.mesh.faces[drawn], self.width, self.height)
         image, ground_depth = self._background(rot, eye, K, link_pos, link_rot)
@@ -422,12 +427,11 @@ class PreviewRenderer:
             viewmat = self.follow_camera(root_pos, root_quat, fps=DEFAULT_FPS).viewmats[0]
         return self.render(link_pos[0], link_rot[0], viewmat)
 
-    def _face_normals(self, verts: np.ndarray, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _face_normals(self, verts: np.ndarray, link_rot: np.ndarray,
+                      eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Unit face normals (T, 3) turned towards the camera, and whether each face's own front faces it (T,)."""
-        tri = verts[self.mesh.faces]  # (T, 3, 3)
-        normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-        normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
-        facing = np.einsum("ij,ij->i", normal, eye - tri[:, 0]) >= 0
+        normal = _per_block(self._normals_local, self._face_blocks, None, link_rot)
+        facing = np.einsum("ij,ij->i", normal, eye - verts[self.mesh.faces[:, 0]]) >= 0
         normal[~facing] *= -1.0
         return normal, facing
 
@@ -453,17 +457,19 @@ class PreviewRenderer:
         t = eye[2] * view.inv_drop  # (N,) camera depth of each ground hit
         points = eye[:2] + t[:, None] * view.dirs_xy  # (N, 2) on z = 0
         tile = self.tile_size
-        parity = (np.floor(points[:, 0] / tile) + np.floor(points[:, 1] / tile)) % 2
+        parity = (np.floor(points[:, 0] / tile) + np.floor(points[:, 1] / tile)) % 2  # 0: colour a, 1: colour b
         a, b = np.asarray(style.ground_a), np.asarray(style.ground_b)
         # fade the checker to its mean where a pixel's footprint nears a tile (no moire at the horizon)
-        contrast = np.clip(1.6 - 3.0 * (t * view.footprint) / tile, 0.0, 1.0)[:, None]
-        mean = 0.5 * (a + b)
-        colour = mean + contrast * (np.where(parity[:, None] == 0, a, b) - mean)
+        contrast = np.clip(1.6 - 3.0 * (t * view.footprint) / tile, 0.0, 1.0)
+        haze = np.clip((t * view.length - 6.0 * self.size) / (30.0 * self.size), 0.0, 1.0)
+        light = 1.0 - haze
         if style.shadow > 0:
-            colour *= self._shadow(points, link_pos, link_rot)[:, None]
-        haze = np.clip((t * view.length - 6.0 * self.size) / (30.0 * self.size), 0.0, 1.0)[:, None]
+            light *= self._shadow(points, link_pos, link_rot)
+        # colour = light * (mean +- contrast * (a - b) / 2) + haze * horizon, with scalars per pixel
+        signed = contrast * (1.0 - 2.0 * parity)
         flat = image.reshape(-1, 3)
-        flat[view.hit] = (1 - haze) * colour + haze * np.asarray(style.sky_horizon)
+        flat[view.hit] = (light[:, None] * (0.5 * (a + b)) + (light * signed)[:, None] * (0.5 * (a - b))
+                          + haze[:, None] * np.asarray(style.sky_horizon))
         depth.reshape(-1)[view.hit] = t
         return image, depth
 
@@ -477,7 +483,7 @@ class PreviewRenderer:
         return self._view_cache[key]
 
     def _shadow(self, points: np.ndarray, link_pos: np.ndarray, link_rot: np.ndarray,
-                cells: int = 96) -> np.ndarray:
+                cells: int = 48) -> np.ndarray:
         """Blob-shadow factor (N,) in (0, 1] at ground points (N, 3): soft discs under the links, fading with height.
 
         The blob field is evaluated on a ``cells``-wide grid over the robot's footprint and looked up per pixel.
@@ -556,6 +562,24 @@ class _ViewRays:
         drop = -dirs[hit, 2]
         return cls(sky=sky.reshape(height, width, 3), hit=hit, dirs_xy=dirs[hit, :2], inv_drop=1.0 / drop,
                    length=length[hit], footprint=length[hit] ** 2 / (K[1, 1] * drop))
+
+
+def _blocks(owner: np.ndarray) -> list[tuple[int, int, int]]:
+    """(link, start, stop) of each run of equal values in a sorted (N,) link index."""
+    links, starts = np.unique(owner, return_index=True)
+    stops = np.append(starts[1:], len(owner))
+    return [(int(k), int(a), int(b)) for k, a, b in zip(links, starts, stops)]
+
+
+def _per_block(local: np.ndarray, blocks: list[tuple[int, int, int]], link_pos: np.ndarray | None,
+               link_rot: np.ndarray) -> np.ndarray:
+    """Rows of ``local`` (N, 3) rotated (and moved, if ``link_pos`` is given) by their link's pose."""
+    out = np.empty_like(local)
+    for link, start, stop in blocks:
+        out[start:stop] = local[start:stop] @ link_rot[link].T
+        if link_pos is not None:
+            out[start:stop] += link_pos[link]
+    return out
 
 
 def _rest_pose(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
