@@ -172,14 +172,17 @@ def cotangent_laplacian(vertices: np.ndarray, faces: np.ndarray) -> tuple[scipy.
     """Cotangent Laplacian (stiffness form, negative semi-definite) and lumped vertex areas.
 
     vertices (V, 3), faces (T, 3). Returns L (V, V) with ``L_ij = (cot a_ij + cot b_ij) / 2``, ``L_ii = -sum_j L_ij``
-    (so L 1 = 0) and areas (V,) = a third of the adjacent triangle areas.
+    (so L 1 = 0) and areas (V,) = a third of the adjacent triangle areas. Zero-area (degenerate) triangles are
+    left out of L.
     """
     v = vertices[faces]  # (T, 3 corners, 3)
+    double_area = np.linalg.norm(np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]), axis=-1)
+    proper = double_area > 1e-10 * max(double_area.mean(), 1e-300)  # zero-area slivers carry no Dirichlet energy
     rows, cols, vals = [], [], []
     for corner in range(3):
         i, j, k = corner, (corner + 1) % 3, (corner + 2) % 3  # cotangent at corner i weights edge (j, k)
         e1, e2 = v[:, j] - v[:, i], v[:, k] - v[:, i]
-        cot = (e1 * e2).sum(-1) / np.maximum(np.linalg.norm(np.cross(e1, e2), axis=-1), 1e-18)
+        cot = np.where(proper, (e1 * e2).sum(-1) / np.where(proper, double_area, 1.0), 0.0)
         rows += [faces[:, j], faces[:, k]]
         cols += [faces[:, k], faces[:, j]]
         vals += [0.5 * cot, 0.5 * cot]
@@ -187,7 +190,7 @@ def cotangent_laplacian(vertices: np.ndarray, faces: np.ndarray) -> tuple[scipy.
     off = scipy.sparse.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                                   shape=(n, n)).tocsr()
     lap = off - scipy.sparse.diags(np.asarray(off.sum(axis=1)).ravel())
-    tri_area = 0.5 * np.linalg.norm(np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]), axis=-1)
+    tri_area = 0.5 * double_area
     areas = np.zeros(n)
     np.add.at(areas, faces.ravel(), np.repeat(tri_area / 3.0, 3))
     return lap.tocsr(), areas
