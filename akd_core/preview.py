@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RGB = (0.56, 0.66, 0.80)  # pleasant grey-blue for geometry without a colour
 DEFAULT_FPS = 30.0
+MIN_FACES = 64  # smallest per-geometry face budget
 NEAR_PLANE = 1e-2  # m; triangles with a vertex closer than this to the camera are dropped
 
 
@@ -51,7 +52,7 @@ class PreviewStyle:
     fov_y_deg: float = 40.0
     elevation_deg: float = 20.0
     azimuth_deg: float = -55.0  # camera direction from the robot, relative to its initial heading (-90 = right side)
-    margin: float = 1.05  # distance = margin * rest-pose radius / sin(half fov)
+    margin: float = 1.1  # distance = margin * rest-pose radius / sin(half fov)
     follow_sigma_s: float = 0.25  # Gaussian smoothing of the followed root position
     max_faces: int = 2000  # per geometry; larger meshes are decimated
     side_tint: float = 0.25  # warm left (+y) links, cool right ones, so legs are told apart; 0 = exact URDF colours
@@ -67,8 +68,8 @@ class PreviewStyle:
             raise ConfigError(f"preview: fov_y_deg must be in (0, 170), got {self.fov_y_deg}")
         if not -80.0 <= self.elevation_deg <= 80.0:
             raise ConfigError(f"preview: elevation_deg must be in [-80, 80], got {self.elevation_deg}")
-        if self.max_faces < 12:
-            raise ConfigError(f"preview: max_faces must be >= 12, got {self.max_faces}")
+        if self.max_faces < MIN_FACES:
+            raise ConfigError(f"preview: max_faces must be >= {MIN_FACES}, got {self.max_faces}")
 
 
 # ----------------------------------------------------------------------------- triangulation
@@ -98,8 +99,8 @@ def decimate_mesh(vertices: np.ndarray, faces: np.ndarray, max_faces: int) -> tu
         return vertices, faces
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
     extent = max(float((hi - lo).max()), 1e-9)
-    best = None
-    cells_lo, cells_hi = 2, 512
+    best = _cluster(vertices, faces, lo, extent / 2)  # 8 clusters: at most 56 distinct faces <= MIN_FACES
+    cells_lo, cells_hi = 3, 512
     while cells_lo <= cells_hi:
         cells = (cells_lo + cells_hi) // 2
         verts, tris = _cluster(vertices, faces, lo, extent / cells)
@@ -108,8 +109,6 @@ def decimate_mesh(vertices: np.ndarray, faces: np.ndarray, max_faces: int) -> tu
             cells_lo = cells + 1
         else:
             cells_hi = cells - 1
-    if best is None:  # even a 2-cell grid keeps too many faces (cannot happen for max_faces >= 12)
-        best = _cluster(vertices, faces, lo, extent / 2)
     return best
 
 
@@ -125,8 +124,13 @@ def _cluster(vertices: np.ndarray, faces: np.ndarray, origin: np.ndarray, cell: 
     tris = tris[keep]
     ordered = np.sort(tris, axis=1)
     n = len(counts)
-    _, first = np.unique((ordered[:, 0] * n + ordered[:, 1]) * n + ordered[:, 2], return_index=True)
-    return verts, tris[np.sort(first)]
+    if n < 2**21:  # one int64 key per face (n^3 < 2^63) is much faster than unique rows
+        _, first = np.unique((ordered[:, 0] * n + ordered[:, 1]) * n + ordered[:, 2], return_index=True)
+    else:
+        _, first = np.unique(ordered, axis=0, return_index=True)
+    tris = tris[np.sort(first)]
+    used, tris = np.unique(tris, return_inverse=True)  # drop clusters no face uses
+    return verts[used], tris.reshape(-1, 3)
 
 
 def _geometry_triangles(geom: Geometry, cache: dict[Path, _Triangles], max_faces: int) -> _Triangles | None:
