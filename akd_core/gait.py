@@ -2,9 +2,10 @@
 
 Pipeline of :func:`generate_gait`:
 
-1. **Stance pose.** From the zero pose (legs straight, feet under the hips) the body is lowered by a
-   quarter of the leg length and the leg joints are solved by IK, trying both knee-bend directions per leg
-   and keeping the one farther from the joint limits. Each foot's contact point is re-measured in this pose
+1. **Stance pose.** From the zero pose (legs straight, feet under the hips) the body is lowered by about
+   a fifth of the leg length (more or less, so the joints keep room from their limits) and the leg joints
+   are solved by IK, trying both knee-bend directions per leg and keeping the one farther from the limits.
+   Each foot's contact point is re-measured in this pose
    (for a spherical foot: the sphere's bottom).
 2. **Body path.** Speed ``v`` along ``direction`` (body frame) and yaw rate ``turn_rate`` are ramped in
    smoothly over ``ramp_time`` and integrated (heading first), so the body follows a straight line, an arc
@@ -13,7 +14,8 @@ Pipeline of :func:`generate_gait`:
 3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
    stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
    composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
-   next foothold on a cycloid (zero velocity at lift-off and touch-down) and lifts by ``step_height``.
+   next foothold along a smoothstep (zero velocity at lift-off and touch-down; it leaves the rear end of
+   the stride sooner than a cycloid) and lifts by ``step_height`` on a raised cosine.
 4. **IK.** All frames at once (torch, float64): damped least squares (Levenberg-Marquardt) on the contact
    points, with analytic Jacobians from the FK link poses, a weak pull to the stance pose for redundancy,
    projection onto the joint limits after every step. Legs with >= 4 joints also keep the foot's stance
@@ -49,8 +51,10 @@ log = logging.getLogger("akd.gait")
 
 GRAVITY = 9.81
 MAX_FROUDE = 3.0  # faster than this no legged gait is kinematically plausible
-CROUCH = 0.25  # the stance pose lowers the body by this fraction of the leg length
+CROUCHES = (0.2, 0.15, 0.25, 0.1, 0.3)  # stance body lowering, in leg lengths, preferred first
+MIN_MARGIN = 0.15  # of each leg joint's range, kept free in the stance pose (room for the stride)
 MAX_SWEEP = 0.6  # a foot's travel relative to the hip during one stance, in leg lengths
+STRIDE_USE = 0.7  # fraction of a foot's reachable fore-aft range that one stance may sweep
 IK_TOLERANCE = 1e-5  # m
 VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
 
@@ -136,32 +140,41 @@ class Stance:
     foot_rot: np.ndarray  # (K, 3, 3) foot link orientations in stance
     legs: list[Leg]  # with contact points measured in this pose
     centres: np.ndarray  # (K, 3) sphere centres of spherical feet in the foot frames (= contact point otherwise)
+    stride_room: float  # m, the smallest fore-aft range a foot can reach on the ground from this pose
 
 
 class _LegIK:
-    """Damped least squares IK of foot contact points (and orientations) for fixed root poses."""
+    """Task-priority damped least squares IK of the feet for given root poses, all frames and legs at once.
 
-    def __init__(self, robot: Robot, legs: Sequence[Leg], orient_weight: float = 0.3):
-        self.robot = robot
+    Priority 1: contact points on their targets (3 rows per foot); 2: foot orientations (3 rows per foot,
+    in the null space of 1: only legs with spare joints keep their soles flat); 3: stay near a reference
+    posture (null space of 1 and 2). Legs are independent once the root pose is given, so every matrix is
+    per leg (at most a few joints): (F, K, rows, n). Steps are projected onto the joint limits.
+    """
+
+    def __init__(self, robot: Robot, legs: Sequence[Leg]):
         self.fk = ForwardKinematics(robot).double()
         self.foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
         self.num_dofs = robot.num_dofs
         dof = {n: i for i, n in enumerate(robot.joint_names)}
-        # per (foot, dof): 1 if the dof moves the foot and belongs to its leg
-        mask = np.zeros((len(legs), robot.num_dofs))
-        for k, leg in enumerate(legs):
-            for name in leg.joint_names:
-                mask[k, dof[name]] = 1.0
-        self.mask = torch.as_tensor(mask)
-        self.leg_dofs = torch.as_tensor(mask.sum(0) > 0)
         joints = {j.name: j for j in robot.joints}
-        self.child_idx = torch.as_tensor([robot.link_index(joints[n].child) for n in robot.joint_names])
-        self.axis = torch.as_tensor(np.array([joints[n].axis for n in robot.joint_names], dtype=np.float64))
-        self.prismatic = torch.as_tensor([joints[n].type == "prismatic" for n in robot.joint_names])
-        weights = [orient_weight if len(leg.joint_names) >= 4 else 0.0 for leg in legs]
-        self.orient_weight = torch.as_tensor(weights, dtype=torch.float64)
-        self.lower = torch.as_tensor(robot.lower, dtype=torch.float64)
-        self.upper = torch.as_tensor(robot.upper, dtype=torch.float64)
+        width = max(len(leg.joint_names) for leg in legs)
+        index = np.zeros((len(legs), width), dtype=np.int64)
+        valid = np.zeros((len(legs), width))
+        child = np.zeros((len(legs), width), dtype=np.int64)
+        axis = np.zeros((len(legs), width, 3))
+        prismatic = np.zeros((len(legs), width), dtype=bool)
+        for k, leg in enumerate(legs):
+            for n, name in enumerate(leg.joint_names):
+                index[k, n], valid[k, n] = dof[name], 1.0
+                child[k, n] = robot.link_index(joints[name].child)
+                axis[k, n] = joints[name].axis
+                prismatic[k, n] = joints[name].type == "prismatic"
+        self.dof_index, self.valid = torch.as_tensor(index), torch.as_tensor(valid)  # (K, n)
+        self.child_idx, self.axis = torch.as_tensor(child), torch.as_tensor(axis)  # (K, n), (K, n, 3)
+        self.prismatic = torch.as_tensor(prismatic)[..., None]  # (K, n, 1)
+        self.lower = torch.as_tensor(robot.lower, dtype=torch.float64).clamp(min=-1e3)
+        self.upper = torch.as_tensor(robot.upper, dtype=torch.float64).clamp(max=1e3)
 
     def feet(self, root_pos: torch.Tensor, root_quat: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor):
         link_pos, link_rot = self.fk(root_pos, root_quat, q)
@@ -171,7 +184,7 @@ class _LegIK:
     def solve(self, root_pos: np.ndarray, root_quat: np.ndarray, q_init: np.ndarray, q_ref: np.ndarray,
               offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray | None = None,
               centres: np.ndarray | None = None, radius: np.ndarray | None = None,
-              iterations: int = 100, damping: float = 1e-5, regularise: float = 1e-7) -> tuple[np.ndarray, float]:
+              iterations: int = 100, damping: float = 1e-6) -> tuple[np.ndarray, float]:
         """Joint angles putting each foot's contact point on its target.
 
         root_pos (F,3), root_quat (F,4), q_init (F,J), q_ref (J,), offsets (K,3) contact points in the foot
@@ -186,54 +199,89 @@ class _LegIK:
         centres = offsets if centres is None else t(centres)
         lift = torch.zeros(len(offsets), dtype=torch.float64) if radius is None else t(radius)
         target_rot = None if target_rot is None else t(target_rot)
-        lo = torch.maximum(self.lower, torch.full_like(self.lower, -1e3))
-        hi = torch.minimum(self.upper, torch.full_like(self.upper, 1e3))
-        eye = torch.eye(self.num_dofs, dtype=torch.float64)
-        error = math.inf
         with torch.no_grad():
+            lower, upper = self.lower[self.dof_index], self.upper[self.dof_index]  # (K, n)
+            active = torch.arange(q.shape[0])  # frames still moving
             for _ in range(iterations):
-                link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
-                ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
-                e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]],
-                                  -1)  # (F, K, 3)
-                error = float(e_pos.norm(dim=-1).max())
-                if error < IK_TOLERANCE:
+                if len(active) == 0:
                     break
-                jac_pts, jac_rot = self._jacobians(link_pos, link_rot, pts)  # (F, K, 3, J) each
-                jac_ctr, _ = self._jacobians(link_pos, link_rot, ctr)
-                res = [e_pos]
-                jac = [torch.cat([jac_pts[:, :, :2], jac_ctr[:, :, 2:]], 2)]
-                if target_rot is not None and bool((self.orient_weight > 0).any()):
+                q_act = q[active]
+                link_pos, link_rot, e_pos, jp = self._position_task(root_pos[active], root_quat[active], q_act,
+                                                                    offsets, centres, targets[active], lift)
+                jr = e_rot = None
+                if target_rot is not None:
                     rot = link_rot[:, self.foot_idx]  # (F, K, 3, 3)
-                    e_rot = 0.5 * torch.cross(rot, target_rot, dim=-2).sum(-1)  # (F, K, 3) rotation vector
-                    w = self.orient_weight[None, :, None]
-                    res.append(e_rot * w)
-                    jac.append(jac_rot * w[..., None])
-                r = torch.cat(res, 1).flatten(1)  # (F, M)
-                jm = torch.cat(jac, 1).flatten(1, 2)  # (F, M, J)
-                jt = jm.transpose(1, 2)
-                lhs = jt @ jm + (damping + regularise) * eye
-                rhs = (jt @ r[..., None]).squeeze(-1) + regularise * (q_ref - q)
-                step = torch.linalg.solve(lhs, rhs)
-                norm = step.abs().amax(-1, keepdim=True)
-                step = step * torch.clamp(0.5 / (norm + 1e-12), max=1.0)
-                q = torch.minimum(torch.maximum(q + step * self.leg_dofs, lo), hi)
-            link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
-            ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
-            e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]], -1)
+                    e_rot = 0.5 * torch.cross(rot, target_rot[active], dim=-2).sum(-1)  # (F, K, 3) rotation vector
+                    jr = self._jacobians(link_pos, link_rot, None)[1]  # (F, K, 3, n)
+                q_leg = q_act[:, self.dof_index]  # (F, K, n)
+                posture = (q_ref - q_act)[:, self.dof_index] * self.valid
+                # active set: a joint at a limit that the step pushes further out is taken out of the tasks,
+                # so the other joints of the leg do the work (one re-solve per iteration is enough here)
+                free = self.valid.expand_as(q_leg)
+                for _ in range(2):
+                    step = self._priority_step(jp, e_pos, jr, e_rot, posture, free, damping)
+                    blocked = ((q_leg <= lower + 1e-9) & (step < 0)) | ((q_leg >= upper - 1e-9) & (step > 0))
+                    if not bool(blocked.any()):
+                        break
+                    free = free * (~blocked)
+                step = step * free
+                biggest = step.abs().amax(-1, keepdim=True)  # per leg: one stuck leg must not slow the others
+                step = step * torch.clamp(0.3 / (biggest + 1e-12), max=1.0)
+                full = torch.zeros_like(q_act).index_add_(1, self.dof_index.flatten(), step.flatten(1))
+                q_new = torch.minimum(torch.maximum(q_act + full, self.lower), self.upper)
+                moved = (q_new - q_act).abs().amax(-1)
+                q[active] = q_new
+                active = active[moved > 1e-8]
+            e_pos = self._position_task(root_pos, root_quat, q, offsets, centres, targets, lift)[2]
             error = float(e_pos.norm(dim=-1).max())
         return q.numpy(), error
 
-    def _jacobians(self, link_pos: torch.Tensor, link_rot: torch.Tensor, pts: torch.Tensor):
-        """d(contact point)/dq and d(foot orientation)/dq, each (F, K, 3, J), from the link poses."""
-        axis_world = (link_rot[:, self.child_idx] @ self.axis[None, :, :, None]).squeeze(-1)  # (F, J, 3)
-        origin = link_pos[:, self.child_idx]  # (F, J, 3)
-        lever = pts[:, :, None, :] - origin[:, None]  # (F, K, J, 3)
-        ax = axis_world[:, None].expand_as(lever)
-        lin = torch.where(self.prismatic[None, None, :, None], ax, torch.cross(ax, lever, dim=-1))
-        ang = torch.where(self.prismatic[None, None, :, None], torch.zeros_like(ax), ax)
-        m = self.mask[None, :, :, None]
+    def _priority_step(self, jp: torch.Tensor, e_pos: torch.Tensor, jr: torch.Tensor | None,
+                       e_rot: torch.Tensor | None, posture: torch.Tensor, free: torch.Tensor,
+                       damping: float) -> torch.Tensor:
+        """One task-priority step (F, K, n): position, then orientation, then posture, using ``free`` joints."""
+        cols = free[..., None, :]  # (F, K, 1, n)
+        jp = jp * cols
+        eye = torch.eye(jp.shape[-1], dtype=jp.dtype)
+        pinv_p = _damped_pinv(jp, damping)  # (F, K, n, 3)
+        step = (pinv_p @ e_pos[..., None]).squeeze(-1)
+        null = eye - pinv_p @ jp  # (F, K, n, n)
+        if jr is not None and e_rot is not None:
+            jr = jr * cols
+            jr_null = jr @ null
+            pinv_r = _damped_pinv(jr_null, 1e-4)
+            step = step + (pinv_r @ (e_rot - (jr @ step[..., None]).squeeze(-1))[..., None]).squeeze(-1)
+            null = null - pinv_r @ jr_null
+        return step + 0.1 * (null @ (posture * free)[..., None]).squeeze(-1)
+
+    def _position_task(self, root_pos, root_quat, q, offsets, centres, targets, lift):
+        """Contact-point x, y and centre z errors (F,K,3) and their Jacobian (F,K,3,n), with the link poses."""
+        link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
+        ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
+        e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]], -1)
+        jac_pts = self._jacobians(link_pos, link_rot, pts)[0]
+        jac_ctr = self._jacobians(link_pos, link_rot, ctr)[0]
+        return link_pos, link_rot, e_pos, torch.cat([jac_pts[:, :, :2], jac_ctr[:, :, 2:]], 2)
+
+    def _jacobians(self, link_pos: torch.Tensor, link_rot: torch.Tensor, pts: torch.Tensor | None):
+        """d(point)/dq and d(foot orientation)/dq per leg, each (F, K, 3, n); pts (F,K,3) or None (foot origins)."""
+        rot = link_rot[:, self.child_idx]  # (F, K, n, 3, 3)
+        axis_world = (rot @ self.axis[None, ..., None]).squeeze(-1)  # (F, K, n, 3)
+        origin = link_pos[:, self.child_idx]  # (F, K, n, 3)
+        if pts is None:
+            pts = link_pos[:, self.foot_idx]
+        lever = pts[:, :, None, :] - origin
+        lin = torch.where(self.prismatic, axis_world, torch.cross(axis_world, lever, dim=-1))
+        ang = torch.where(self.prismatic, torch.zeros_like(axis_world), axis_world)
+        m = self.valid[None, :, :, None]
         return (lin * m).transpose(-1, -2), (ang * m).transpose(-1, -2)
+
+
+def _damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
+    """Damped pseudo-inverse J^T (J J^T + damping I)^-1 of a batch (..., M, n) -> (..., n, M)."""
+    rows = jac.shape[-2]
+    gram = jac @ jac.transpose(-1, -2) + damping * torch.eye(rows, dtype=jac.dtype)
+    return torch.linalg.solve(gram, jac).transpose(-1, -2)
 
 
 def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
@@ -249,46 +297,63 @@ def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
 
 
 def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = None) -> Stance:
-    """The standing configuration the gaits start from (see the module docstring, step 1)."""
+    """The standing configuration the gaits start from (see the module docstring, step 1).
+
+    Candidate crouches (CROUCHES, in leg lengths, preferred first) x both knee-bend directions are solved in
+    one batch; per leg the better bend is kept, and the first crouch whose legs all stay MIN_MARGIN (of each
+    joint's range) away from their limits wins (else the one with the largest margin).
+    """
     ik = _LegIK(robot, legs)
     zero = np.zeros(robot.num_dofs)
-    root0 = np.zeros((1, 3))
     quat0 = np.array([[0.0, 0.0, 0.0, 1.0]])
     offsets = np.array([leg.foot_offset for leg in legs])
-    link_pos, link_rot, pts = (a[0].numpy() for a in ik.feet(torch.as_tensor(root0), torch.as_tensor(quat0),
-                                                              torch.as_tensor(zero[None]), torch.as_tensor(offsets)))
+    link_pos, link_rot, pts = (a[0].numpy() for a in ik.feet(torch.zeros(1, 3, dtype=torch.float64),
+                                                              torch.as_tensor(quat0), torch.as_tensor(zero[None]),
+                                                              torch.as_tensor(offsets)))
     hips = np.array([link_pos[robot.link_index(leg.hip_link)] for leg in legs])
     leg_length = float(np.mean(hips[:, 2] - pts[:, 2]))
     if leg_length <= 1e-3:
         raise MotionError(f"robot '{robot.name}': the feet {[leg.foot_link for leg in legs]} are not below their "
                           "hips in the zero pose; pass the right foot links with --feet LINK,...")
     rest_height = float(-pts[:, 2].min())
-    height = rest_height - CROUCH * leg_length if body_height is None else float(body_height)
-    if not 0.05 * leg_length < height <= rest_height + 1e-6:
-        raise ConfigError(f"body_height {height:.3f} m is outside (0, {rest_height:.3f}] m, the range robot "
+    heights = [rest_height - c * leg_length for c in CROUCHES] if body_height is None else [float(body_height)]
+    if not all(0.05 * leg_length < h <= rest_height + 1e-6 for h in heights):
+        raise ConfigError(f"body_height {heights[0]:.3f} m is outside (0, {rest_height:.3f}] m, the range robot "
                           f"'{robot.name}' can stand at; choose a lower body height")
-    targets = pts.copy()
-    targets[:, 2] = 0.0
-    targets -= np.array([0.0, 0.0, height])  # relative to a root at the origin
+    feet_body = pts.copy()
+    feet_body[:, 2] = 0.0  # on the ground below the zero-pose feet; z is set per height below
     foot_rot0 = link_rot[[robot.link_index(leg.foot_link) for leg in legs]]
+    bends = [_initial_bend(robot, legs, link_rot, sign) for sign in (1.0, -1.0)]
+    cand_h = np.repeat(heights, len(bends))  # (C,)
+    q0 = np.tile(np.array(bends), (len(heights), 1))  # (C, J)
+    root = np.c_[np.zeros((len(cand_h), 2)), cand_h]
+    quat = np.tile(quat0, (len(cand_h), 1))
+    targets = np.tile(feet_body, (len(cand_h), 1, 1))
+    rots = np.tile(foot_rot0, (len(cand_h), 1, 1, 1))
+    q, _ = ik.solve(root, quat, q0, zero, offsets, targets, rots, iterations=200)
+    q = q.reshape(len(heights), len(bends), -1)
+    reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q.reshape(len(cand_h), -1)),
+                      torch.as_tensor(offsets))[2].numpy()
+    error = np.linalg.norm(reached - targets, axis=-1).reshape(len(heights), len(bends), -1)
+    best_h, best_q, best_score = 0, q[0, 0], -np.inf
+    for h in range(len(heights)):
+        q_h, score = _pick_bends(robot, legs, q[h], error[h])
+        if score >= MIN_MARGIN:
+            best_h, best_q, best_score = h, q_h, score
+            break
+        if score > best_score:
+            best_h, best_q, best_score = h, q_h, score
+    height = heights[best_h]
     root = np.array([[0.0, 0.0, height]])
-    world_targets = targets + root
-    candidates = []
-    for sign in (1.0, -1.0):
-        q0 = zero.copy()
-        for leg in legs:
-            pitch = _pitch_dofs(robot, leg, link_rot)
-            # hip +a, knee -2a, ankle +a (alternating signs keep the foot under the hip)
-            magnitudes = [0.4] + [0.8] * max(len(pitch) - 2, 0) + ([0.4] if len(pitch) > 2 else [0.8])
-            for n, d in enumerate(pitch):
-                q0[d] = sign * magnitudes[n] * (1 if n % 2 == 0 else -1)
-        q0 = np.clip(q0, robot.lower, robot.upper)
-        q, _ = ik.solve(root, quat0, q0[None], q0, offsets, world_targets[None], foot_rot0[None], iterations=200)
-        candidates.append(q[0])
-    q_stand = _pick_per_leg(robot, legs, ik, candidates, root, quat0, offsets, world_targets)
+    # centre each foot in the fore-aft range it can reach at this height (limits can make it lopsided)
+    shift, room = _reach_interval(ik, robot, legs, height, best_q, offsets, feet_body, foot_rot0, leg_length)
+    feet_body[:, 0] += shift
+    best_q, _ = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot0[None],
+                         iterations=200)
+    best_q = best_q[0]
     # contact points re-measured in the stance pose (a sphere rolls to a new bottom point), then re-solved
     fk_pos, fk_rot, _ = (a[0].numpy() for a in ik.feet(torch.as_tensor(root), torch.as_tensor(quat0),
-                                                        torch.as_tensor(q_stand[None]), torch.as_tensor(offsets)))
+                                                        torch.as_tensor(best_q[None]), torch.as_tensor(offsets)))
     new_legs = []
     for leg in legs:
         offset, radius = contact_point(robot, leg.foot_link, fk_pos, fk_rot)
@@ -297,39 +362,85 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
     foot_rot = fk_rot[[robot.link_index(leg.foot_link) for leg in legs]]
     radius = np.array([leg.contact_radius for leg in new_legs])
     centres = offsets + radius[:, None] * np.einsum("kji,j->ki", foot_rot, np.array([0.0, 0.0, 1.0]))
-    q, error = ik.solve(root, quat0, q_stand[None], q_stand, offsets, world_targets[None], foot_rot[None],
-                        centres=centres, radius=radius, iterations=200)
-    if error > 1e-3:
+    q_final, err = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot[None],
+                            centres=centres, radius=radius, iterations=200)
+    if err > 1e-3:
         raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
-                          f"the ground at body height {height:.3f} m (IK error {error * 1000:.1f} mm within the "
+                          f"the ground at body height {height:.3f} m (IK error {err * 1000:.1f} mm within the "
                           "joint limits); check the foot links (--feet) or the URDF joint limits")
-    return Stance(joint_pos=q[0], body_height=height, leg_length=leg_length, feet_body=targets,
-                  foot_rot=foot_rot, legs=new_legs, centres=centres)
+    return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
+                  feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
+                  centres=centres, stride_room=room)
 
 
-def _pick_per_leg(robot: Robot, legs: Sequence[Leg], ik: _LegIK, candidates: list[np.ndarray], root: np.ndarray,
-                  quat: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """For each leg the candidate pose with the smallest contact error, then the largest limit margin."""
+def _foot_errors(ik: _LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
+                 targets: np.ndarray) -> np.ndarray:
+    """Distance (F,K) of each contact point from its target."""
+    reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q), torch.as_tensor(offsets))[2]
+    return np.linalg.norm(reached.numpy() - targets, axis=-1)
+
+
+def _reach_interval(ik: _LegIK, robot: Robot, legs: Sequence[Leg], height: float, q_stand: np.ndarray,
+                    offsets: np.ndarray, feet_body: np.ndarray, foot_rot: np.ndarray,
+                    leg_length: float) -> tuple[np.ndarray, float]:
+    """Fore-aft shift (K,) that centres each foot in its reachable range on the ground, and the smallest
+    range width (m) over the legs (probed by IK at offsets of up to half a leg length)."""
+    probes = np.linspace(-0.5, 0.5, 21) * leg_length
+    frames = len(probes)
+    targets = np.tile(feet_body, (frames, 1, 1))
+    targets[:, :, 0] += probes[:, None]
+    root = np.tile([[0.0, 0.0, height]], (frames, 1))
+    quat = np.tile([[0.0, 0.0, 0.0, 1.0]], (frames, 1))
+    q, _ = ik.solve(root, quat, np.tile(q_stand, (frames, 1)), q_stand, offsets, targets,
+                    np.tile(foot_rot, (frames, 1, 1, 1)), iterations=100)
+    ok = _foot_errors(ik, root, quat, q, offsets, targets) < 1e-3  # (P, K)
+    centre = frames // 2
+    shift, width = np.zeros(len(legs)), np.inf
+    for k in range(len(legs)):
+        if not ok[centre, k]:
+            continue
+        lo = hi = centre
+        while lo > 0 and ok[lo - 1, k]:
+            lo -= 1
+        while hi < frames - 1 and ok[hi + 1, k]:
+            hi += 1
+        shift[k] = float(np.clip((probes[lo] + probes[hi]) / 2, -0.15 * leg_length, 0.15 * leg_length))
+        width = min(width, float(probes[hi] - probes[lo]))
+    return shift, float(width)
+
+
+def _initial_bend(robot: Robot, legs: Sequence[Leg], rot0: np.ndarray, sign: float) -> np.ndarray:
+    """A bent-knee start for IK: knee-like joints at sign * (+a, -2a, ..., +a), clipped into the limits."""
+    q0 = np.zeros(robot.num_dofs)
+    for leg in legs:
+        pitch = _pitch_dofs(robot, leg, rot0)
+        # hip +a, knee -2a, ankle +a (alternating signs keep the foot under the hip)
+        magnitudes = [0.4] + [0.8] * max(len(pitch) - 2, 0) + ([0.4] if len(pitch) > 2 else [0.8])
+        for n, d in enumerate(pitch):
+            q0[d] = sign * magnitudes[n] * (1 if n % 2 == 0 else -1)
+    return np.clip(q0, robot.lower, robot.upper)
+
+
+def _pick_bends(robot: Robot, legs: Sequence[Leg], candidates: np.ndarray, error: np.ndarray) -> tuple[np.ndarray,
+                                                                                                      float]:
+    """Per leg, the candidate (B,J) with a contact error (B,K) below 1 mm and the largest joint-limit margin.
+
+    Returns the combined pose (J,) and its worst leg margin (fraction of a joint's range; -1 if a leg fails).
+    """
     dof = {n: i for i, n in enumerate(robot.joint_names)}
-    span = np.where(np.isfinite(robot.upper - robot.lower), robot.upper - robot.lower, np.inf)
+    span = robot.upper - robot.lower
+    finite = np.isfinite(span)
+    margins = np.where(finite, np.minimum(candidates - robot.lower, robot.upper - candidates)
+                       / np.where(finite, span, 1.0), 0.5)  # (B, J)
     q_out = candidates[0].copy()
-    scores = []
-    for q in candidates:
-        _, _, pts = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q[None]),
-                            torch.as_tensor(offsets))
-        err = np.linalg.norm(pts[0].numpy() - targets, axis=-1)
-        margin = np.minimum(q - robot.lower, robot.upper - q) / span
-        scores.append((err, margin))
+    worst = np.inf
     for k, leg in enumerate(legs):
         idx = [dof[n] for n in leg.joint_names]
-
-        def key(c: int, k: int = k, idx: list[int] = idx) -> tuple[float, float]:
-            err, margin = scores[c]
-            return (round(float(err[k]), 4), -float(np.min(margin[idx])))
-
-        best = min(range(len(candidates)), key=key)
-        q_out[idx] = candidates[best][idx]
-    return q_out
+        scores = [margins[b, idx].min() if error[b, k] < 1e-3 else -1.0 for b in range(len(candidates))]
+        best = int(np.argmax(scores))
+        q_out[idx] = candidates[best, idx]
+        worst = min(worst, scores[best])
+    return q_out, float(worst)
 
 
 # ----------------------------------------------------------------------------- spec resolution
@@ -399,7 +510,8 @@ def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpe
     if frequency is None:
         natural = 0.25 * math.sqrt(GRAVITY / length)  # slow stepping, Hz (a pendulum-like cadence)
         stride = length * 2.3 * max(froude, 1e-6) ** 0.3  # Alexander (1976): relative stride vs Froude
-        frequency = max(natural, spec.speed / stride, sweep_speed * duty / (MAX_SWEEP * length))
+        max_sweep = min(MAX_SWEEP * length, STRIDE_USE * stance.stride_room)
+        frequency = max(natural, spec.speed / stride, sweep_speed * duty / max_sweep)
     if not np.isfinite(frequency) or frequency <= 0:
         raise ConfigError(f"frequency must be a positive number of Hz, got {frequency}")
     step_height = table.step_height * length if spec.step_height is None else float(spec.step_height)
@@ -478,7 +590,7 @@ def foot_targets(spec: GaitSpec, stance: Stance, times: np.ndarray) -> dict[str,
         within = phase - np.floor(phase)
         in_stance = within < duty
         tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)  # swing progress
-        s_h = tau - np.sin(2 * np.pi * tau) / (2 * np.pi)  # cycloid: zero velocity at both ends
+        s_h = tau * tau * (3 - 2 * tau)  # smoothstep: zero velocity at both ends, quick to leave the rear
         a, b = holds[n], holds[np.minimum(n + 1, len(holds) - 1)]
         ya, yb = mid_yaw[n], mid_yaw[np.minimum(n + 1, len(holds) - 1)]
         feet[:, k, :2] = np.where(in_stance[:, None], a, a + (b - a) * s_h[:, None])

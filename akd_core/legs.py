@@ -118,6 +118,17 @@ def contact_point(robot: Robot, link: str, link_pos: np.ndarray, link_rot: np.nd
     return rot.T @ (low_world - pos), 0.0
 
 
+def leg_length(robot: Robot, legs: Sequence[Leg]) -> float:
+    """Mean height (m) of the hips above the feet's contact points in the zero pose (legs straight)."""
+    link_pos, link_rot = rest_link_poses(robot, np.zeros(robot.num_dofs))
+    heights = []
+    for leg in legs:
+        foot = robot.link_index(leg.foot_link)
+        contact = link_rot[foot] @ leg.foot_offset + link_pos[foot]
+        heights.append(link_pos[robot.link_index(leg.hip_link), 2] - contact[2])
+    return float(np.mean(heights)) if heights else 0.0
+
+
 def find_legs(robot: Robot, feet: Sequence[str] | None = None) -> list[Leg]:
     """The legs of ``robot``, labelled and ordered front to back, left before right.
 
@@ -207,4 +218,4 @@ def _label(legs: list[Leg], link_pos: np.ndarray, link_rot: np.ndarray, robot: R
     return [labelled[i] for i in idx]
 
 
-__all__ = ["Leg", "find_legs", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points"]
+__all__ = ["Leg", "find_legs", "leg_length", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points"]
