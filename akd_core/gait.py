@@ -14,8 +14,9 @@ Pipeline of :func:`generate_gait`:
 3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
    stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
    composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
-   next foothold along a smoothstep (zero velocity at lift-off and touch-down; it leaves the rear end of
-   the stride sooner than a cycloid) and lifts by ``step_height`` on a raised cosine.
+   next foothold along a cubic Hermite curve (it lifts off with the body's velocity, so it never overshoots
+   the rear end of its reach, and touches down with zero velocity: no slip) and lifts by ``step_height``
+   on a raised cosine.
 4. **IK.** All frames at once (torch, float64): damped least squares (Levenberg-Marquardt) on the contact
    points, with analytic Jacobians from the FK link poses, a weak pull to the stance pose for redundancy,
    projection onto the joint limits after every step. Legs with >= 4 joints also keep the foot's stance
@@ -278,10 +279,21 @@ class _LegIK:
 
 
 def _damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
-    """Damped pseudo-inverse J^T (J J^T + damping I)^-1 of a batch (..., M, n) -> (..., n, M)."""
-    rows = jac.shape[-2]
-    gram = jac @ jac.transpose(-1, -2) + damping * torch.eye(rows, dtype=jac.dtype)
-    return torch.linalg.solve(gram, jac).transpose(-1, -2)
+    """Damped pseudo-inverse J^T (J J^T + damping I)^-1 of a batch (..., 3, n) -> (..., n, 3)."""
+    gram = jac @ jac.transpose(-1, -2) + damping * torch.eye(3, dtype=jac.dtype)
+    return jac.transpose(-1, -2) @ _inverse3(gram)
+
+
+def _inverse3(m: torch.Tensor) -> torch.Tensor:
+    """Closed-form inverse of a batch of 3x3 matrices (..., 3, 3) (much faster than batched LU at this size)."""
+    a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
+    d, e, f = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
+    g, h, i = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
+    co = torch.stack([e * i - f * h, c * h - b * i, b * f - c * e,
+                      f * g - d * i, a * i - c * g, c * d - a * f,
+                      d * h - e * g, b * g - a * h, a * e - b * d], -1).reshape(m.shape)
+    det = a * co[..., 0, 0] + b * co[..., 1, 0] + c * co[..., 2, 0]
+    return co / det[..., None, None]
 
 
 def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
@@ -330,7 +342,7 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
     quat = np.tile(quat0, (len(cand_h), 1))
     targets = np.tile(feet_body, (len(cand_h), 1, 1))
     rots = np.tile(foot_rot0, (len(cand_h), 1, 1, 1))
-    q, _ = ik.solve(root, quat, q0, zero, offsets, targets, rots, iterations=200)
+    q, _ = ik.solve(root, quat, q0, zero, offsets, targets, rots, iterations=80)
     q = q.reshape(len(heights), len(bends), -1)
     reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q.reshape(len(cand_h), -1)),
                       torch.as_tensor(offsets))[2].numpy()
@@ -392,7 +404,7 @@ def _reach_interval(ik: _LegIK, robot: Robot, legs: Sequence[Leg], height: float
     root = np.tile([[0.0, 0.0, height]], (frames, 1))
     quat = np.tile([[0.0, 0.0, 0.0, 1.0]], (frames, 1))
     q, _ = ik.solve(root, quat, np.tile(q_stand, (frames, 1)), q_stand, offsets, targets,
-                    np.tile(foot_rot, (frames, 1, 1, 1)), iterations=100)
+                    np.tile(foot_rot, (frames, 1, 1, 1)), iterations=50)
     ok = _foot_errors(ik, root, quat, q, offsets, targets) < 1e-3  # (P, K)
     centre = frames // 2
     shift, width = np.zeros(len(legs)), np.inf
@@ -590,7 +602,9 @@ def foot_targets(spec: GaitSpec, stance: Stance, times: np.ndarray) -> dict[str,
         within = phase - np.floor(phase)
         in_stance = within < duty
         tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)  # swing progress
-        s_h = tau * tau * (3 - 2 * tau)  # smoothstep: zero velocity at both ends, quick to leave the rear
+        # Hermite: leaves with the body's velocity (the foot stops moving backward relative to the hip at
+        # once, so it never overshoots the rear end of its reach) and lands with zero velocity (no slip)
+        s_h = (tau ** 3 - 2 * tau ** 2 + tau) * (1 - duty) + tau * tau * (3 - 2 * tau)
         a, b = holds[n], holds[np.minimum(n + 1, len(holds) - 1)]
         ya, yb = mid_yaw[n], mid_yaw[np.minimum(n + 1, len(holds) - 1)]
         feet[:, k, :2] = np.where(in_stance[:, None], a, a + (b - a) * s_h[:, None])
