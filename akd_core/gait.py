@@ -54,10 +54,13 @@ GRAVITY = 9.81
 MAX_FROUDE = 3.0  # faster than this no legged gait is kinematically plausible
 CROUCHES = (0.2, 0.15, 0.25, 0.1, 0.3)  # stance body lowering, in leg lengths, preferred first
 MIN_MARGIN = 0.15  # of each leg joint's range, kept free in the stance pose (room for the stride)
+MIN_ROOM = 0.5  # leg lengths: the fore-aft range every foot should reach on the ground from the stance pose
 MAX_SWEEP = 0.6  # a foot's travel relative to the hip during one stance, in leg lengths
 STRIDE_USE = 0.7  # fraction of a foot's reachable fore-aft range that one stance may sweep
 IK_TOLERANCE = 1e-5  # m
 VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
+IK_ACCEPT = 5e-3  # m: a clip whose feet miss their targets by more is regenerated slower
+MAX_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ PATTERNS: dict[str, Pattern] = {
     "pronk": Pattern(4, {"LF": 0.0, "RF": 0.0, "LH": 0.0, "RH": 0.0}, 0.45, (0.05, 0.4), bounce=0.04,
                      step_height=0.1, flight=True),
     "biped_walk": Pattern(2, {"L": 0.0, "R": 0.5}, 0.6, (0.03, 0.25), step_height=0.08),
-    "run": Pattern(2, {"L": 0.0, "R": 0.5}, 0.38, (0.3, 1.2), bounce=0.03, step_height=0.12, flight=True),
+    "run": Pattern(2, {"L": 0.0, "R": 0.5}, 0.38, (0.3, 1.2), bounce=0.03, step_height=0.08, flight=True),
     "hop": Pattern(2, {"L": 0.0, "R": 0.0}, 0.45, (0.02, 0.3), bounce=0.04, step_height=0.08, flight=True),
     "tripod": Pattern(6, {"LF": 0.0, "RM": 0.0, "LR": 0.0, "RF": 0.5, "LM": 0.5, "RR": 0.5}, 0.55, (0.02, 0.3)),
     "wave": Pattern(6, {"LR": 0.0, "LM": 1 / 6, "LF": 2 / 6, "RR": 3 / 6, "RM": 4 / 6, "RF": 5 / 6}, 0.8,
@@ -174,6 +177,8 @@ class _LegIK:
         self.dof_index, self.valid = torch.as_tensor(index), torch.as_tensor(valid)  # (K, n)
         self.child_idx, self.axis = torch.as_tensor(child), torch.as_tensor(axis)  # (K, n), (K, n, 3)
         self.prismatic = torch.as_tensor(prismatic)[..., None]  # (K, n, 1)
+        # legs with spare joints keep their feet's orientation (flat soles); 3-joint legs only place the foot
+        self.orient_legs = torch.as_tensor([float(len(leg.joint_names) > 3) for leg in legs], dtype=torch.float64)
         self.lower = torch.as_tensor(robot.lower, dtype=torch.float64).clamp(min=-1e3)
         self.upper = torch.as_tensor(robot.upper, dtype=torch.float64).clamp(max=1e3)
 
@@ -220,8 +225,11 @@ class _LegIK:
                 # so the other joints of the leg do the work (one re-solve per iteration is enough here)
                 free = self.valid.expand_as(q_leg)
                 for _ in range(2):
-                    step = self._priority_step(jp, e_pos, jr, e_rot, posture, free, damping)
-                    blocked = ((q_leg <= lower + 1e-9) & (step < 0)) | ((q_leg >= upper - 1e-9) & (step > 0))
+                    step, step_pos = self._priority_step(jp, e_pos, jr, e_rot, posture, free, damping)
+                    # blocked: at a limit, pushed outward, and not wanted back inward by the position task
+                    # (orientation alone must not lock a joint the feet need)
+                    at_lo, at_hi = q_leg <= lower + 1e-9, q_leg >= upper - 1e-9
+                    blocked = (at_lo & (step < 0) & (step_pos <= 0)) | (at_hi & (step > 0) & (step_pos >= 0))
                     if not bool(blocked.any()):
                         break
                     free = free * (~blocked)
@@ -234,26 +242,30 @@ class _LegIK:
                 q[active] = q_new
                 active = active[moved > 1e-8]
             e_pos = self._position_task(root_pos, root_quat, q, offsets, centres, targets, lift)[2]
-            error = float(e_pos.norm(dim=-1).max())
-        return q.numpy(), error
+            self.frame_errors = e_pos.norm(dim=-1).amax(-1).numpy()  # (F,) of the last solve
+        return q.numpy(), float(self.frame_errors.max(initial=0.0))
 
     def _priority_step(self, jp: torch.Tensor, e_pos: torch.Tensor, jr: torch.Tensor | None,
                        e_rot: torch.Tensor | None, posture: torch.Tensor, free: torch.Tensor,
                        damping: float) -> torch.Tensor:
-        """One task-priority step (F, K, n): position, then orientation, then posture, using ``free`` joints."""
+        """One task-priority step (F, K, n): position, then orientation, then posture, using ``free`` joints.
+
+        Returns the step and its position-task part (both (F, K, n))."""
         cols = free[..., None, :]  # (F, K, 1, n)
         jp = jp * cols
         eye = torch.eye(jp.shape[-1], dtype=jp.dtype)
         pinv_p = _damped_pinv(jp, damping)  # (F, K, n, 3)
-        step = (pinv_p @ e_pos[..., None]).squeeze(-1)
+        step = step_pos = (pinv_p @ e_pos[..., None]).squeeze(-1)
         null = eye - pinv_p @ jp  # (F, K, n, n)
         if jr is not None and e_rot is not None:
             jr = jr * cols
             jr_null = jr @ null
-            pinv_r = _damped_pinv(jr_null, 1e-4)
+            # strong damping: directions the position task leaves only through its own damping residue
+            # (a 3-joint leg has no real null space) must not fight it
+            pinv_r = _damped_pinv(jr_null, 1e-2) * self.orient_legs[:, None, None]
             step = step + (pinv_r @ (e_rot - (jr @ step[..., None]).squeeze(-1))[..., None]).squeeze(-1)
             null = null - pinv_r @ jr_null
-        return step + 0.1 * (null @ (posture * free)[..., None]).squeeze(-1)
+        return step + 0.1 * (null @ (posture * free)[..., None]).squeeze(-1), step_pos
 
     def _position_task(self, root_pos, root_quat, q, offsets, centres, targets, lift):
         """Contact-point x, y and centre z errors (F,K,3) and their Jacobian (F,K,3,n), with the link poses."""
@@ -347,22 +359,17 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
     reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q.reshape(len(cand_h), -1)),
                       torch.as_tensor(offsets))[2].numpy()
     error = np.linalg.norm(reached - targets, axis=-1).reshape(len(heights), len(bends), -1)
-    best_h, best_q, best_score = 0, q[0, 0], -np.inf
-    for h in range(len(heights)):
-        q_h, score = _pick_bends(robot, legs, q[h], error[h])
-        if score >= MIN_MARGIN:
-            best_h, best_q, best_score = h, q_h, score
-            break
-        if score > best_score:
-            best_h, best_q, best_score = h, q_h, score
-    height = heights[best_h]
+    picked = [_pick_bends(robot, legs, q[h], error[h]) for h in range(len(heights))]
+    poses = np.array([p[0] for p in picked])  # (H, J)
+    # centre each foot in the fore-aft range it can reach at each height (limits can make it lopsided)
+    shifts, rooms = _reach_intervals(ik, heights, poses, offsets, feet_body, foot_rot0, leg_length)
+    scores = [min(margin / MIN_MARGIN, room / (MIN_ROOM * leg_length)) for (_, margin), room in zip(picked, rooms)]
+    best = next((h for h, score in enumerate(scores) if score >= 1.0), int(np.argmax(scores)))
+    height, best_q = heights[best], poses[best]
+    feet_body[:, 0] += shifts[best]
     root = np.array([[0.0, 0.0, height]])
-    # centre each foot in the fore-aft range it can reach at this height (limits can make it lopsided)
-    shift, room = _reach_interval(ik, robot, legs, height, best_q, offsets, feet_body, foot_rot0, leg_length)
-    feet_body[:, 0] += shift
-    best_q, _ = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot0[None],
-                         iterations=200)
-    best_q = best_q[0]
+    best_q = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot0[None],
+                      iterations=200)[0][0]
     # contact points re-measured in the stance pose (a sphere rolls to a new bottom point), then re-solved
     fk_pos, fk_rot, _ = (a[0].numpy() for a in ik.feet(torch.as_tensor(root), torch.as_tensor(quat0),
                                                         torch.as_tensor(best_q[None]), torch.as_tensor(offsets)))
@@ -382,7 +389,7 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
                           "joint limits); check the foot links (--feet) or the URDF joint limits")
     return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
                   feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
-                  centres=centres, stride_room=room)
+                  centres=centres, stride_room=float(rooms[best]))
 
 
 def _foot_errors(ik: _LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
@@ -392,33 +399,39 @@ def _foot_errors(ik: _LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, 
     return np.linalg.norm(reached.numpy() - targets, axis=-1)
 
 
-def _reach_interval(ik: _LegIK, robot: Robot, legs: Sequence[Leg], height: float, q_stand: np.ndarray,
-                    offsets: np.ndarray, feet_body: np.ndarray, foot_rot: np.ndarray,
-                    leg_length: float) -> tuple[np.ndarray, float]:
-    """Fore-aft shift (K,) that centres each foot in its reachable range on the ground, and the smallest
-    range width (m) over the legs (probed by IK at offsets of up to half a leg length)."""
+def _reach_intervals(ik: _LegIK, heights: Sequence[float], poses: np.ndarray, offsets: np.ndarray,
+                     feet_body: np.ndarray, foot_rot: np.ndarray, leg_length: float) -> tuple[np.ndarray, np.ndarray]:
+    """For stance candidates at ``heights`` (H,) with joint poses (H,J): the fore-aft shift (H,K) that centres
+    each foot in the range it can reach on the ground, and the narrowest range (H,) over the legs (m; probed by
+    IK at offsets of up to half a leg length, all candidates in one batch)."""
     probes = np.linspace(-0.5, 0.5, 21) * leg_length
-    frames = len(probes)
-    targets = np.tile(feet_body, (frames, 1, 1))
-    targets[:, :, 0] += probes[:, None]
-    root = np.tile([[0.0, 0.0, height]], (frames, 1))
-    quat = np.tile([[0.0, 0.0, 0.0, 1.0]], (frames, 1))
-    q, _ = ik.solve(root, quat, np.tile(q_stand, (frames, 1)), q_stand, offsets, targets,
-                    np.tile(foot_rot, (frames, 1, 1, 1)), iterations=50)
-    ok = _foot_errors(ik, root, quat, q, offsets, targets) < 1e-3  # (P, K)
-    centre = frames // 2
-    shift, width = np.zeros(len(legs)), np.inf
-    for k in range(len(legs)):
-        if not ok[centre, k]:
-            continue
-        lo = hi = centre
-        while lo > 0 and ok[lo - 1, k]:
-            lo -= 1
-        while hi < frames - 1 and ok[hi + 1, k]:
-            hi += 1
-        shift[k] = float(np.clip((probes[lo] + probes[hi]) / 2, -0.15 * leg_length, 0.15 * leg_length))
-        width = min(width, float(probes[hi] - probes[lo]))
-    return shift, float(width)
+    num_h, num_p, num_k = len(heights), len(probes), len(feet_body)
+    targets = np.tile(feet_body, (num_h, num_p, 1, 1))  # (H, P, K, 3)
+    targets[..., 0] += probes[None, :, None]
+    targets = targets.reshape(num_h * num_p, num_k, 3)
+    root = np.c_[np.zeros((num_h * num_p, 2)), np.repeat(heights, num_p)]
+    quat = np.tile([[0.0, 0.0, 0.0, 1.0]], (num_h * num_p, 1))
+    q_init = np.repeat(poses, num_p, axis=0)
+    q, _ = ik.solve(root, quat, q_init, poses[0], offsets, targets, np.tile(foot_rot, (num_h * num_p, 1, 1, 1)),
+                    iterations=50)
+    ok = (_foot_errors(ik, root, quat, q, offsets, targets) < 1e-3).reshape(num_h, num_p, num_k)
+    centre = num_p // 2
+    shifts, rooms = np.zeros((num_h, num_k)), np.zeros(num_h)
+    for h in range(num_h):
+        width = np.inf
+        for k in range(num_k):
+            if not ok[h, centre, k]:
+                width = 0.0
+                continue
+            lo = hi = centre
+            while lo > 0 and ok[h, lo - 1, k]:
+                lo -= 1
+            while hi < num_p - 1 and ok[h, hi + 1, k]:
+                hi += 1
+            shifts[h, k] = float(np.clip((probes[lo] + probes[hi]) / 2, -0.15 * leg_length, 0.15 * leg_length))
+            width = min(width, float(probes[hi] - probes[lo]))
+        rooms[h] = width
+    return shifts, rooms
 
 
 def _initial_bend(robot: Robot, legs: Sequence[Leg], rot0: np.ndarray, sign: float) -> np.ndarray:
@@ -658,29 +671,41 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         raise ConfigError(f"fps must be a positive number, got {fps}")
     legs = list(find_legs(robot) if legs is None else legs)
     stance = stance_pose(robot, legs, spec.body_height)
-    resolved = resolve_spec(spec, legs, stance)
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
-    for attempt in range(6):
+    finite = np.isfinite(limit) & (limit > 0)
+    current, notes = spec, list(spec.notes)
+    for attempt in range(MAX_ATTEMPTS):
+        resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
         motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt)
-        vel = np.abs(motion.joint_vel().astype(np.float64))
-        finite = np.isfinite(limit) & (limit > 0)
-        ratios = np.where(finite, vel.max(0) / np.where(finite, limit, 1.0), 0.0)
+        vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
+        ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
-        if ratio <= 1.0:
+        if ratio <= 1.0 and ik_error <= IK_ACCEPT:
             break
-        worst = robot.joint_names[int(ratios.argmax())]
-        message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
-                   f"'{worst}' at {ratio:.2f} x its URDF velocity limit ({limit[int(ratios.argmax())]:.1f})")
-        if not slow_down or attempt == 5:
-            raise MotionError(message + "; ask for a slower gait (lower speed / frequency) or raise the limit")
-        scale = VELOCITY_MARGIN / ratio
-        note = f"{message}: slowed down by {scale:.2f}"
-        log.warning(note)
-        resolved = dataclasses.replace(resolved, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
-                                       frequency=resolved.frequency * scale,
-                                       step_length=resolved.step_length, notes=[*resolved.notes, note])
-    if ik_error > 5e-3:
-        log.warning("gait IK could not reach every foot target: max error %.1f mm", ik_error * 1e3)
+        if ratio > 1.0:
+            worst = int(ratios.argmax())
+            message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
+                       f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f})")
+            fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
+            scale = VELOCITY_MARGIN / ratio  # speed and cadence together: the same stride, slower
+            frequency = resolved.frequency * scale
+        else:
+            message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
+                       f"within the joint limits (IK error {ik_error * 1e3:.1f} mm)")
+            fix = "ask for a slower gait or a lower step height"
+            scale = 0.85  # shorter strides, lower steps
+            frequency = spec.frequency
+            current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
+        if not slow_down or attempt == MAX_ATTEMPTS - 1 or (resolved.speed == 0 and resolved.turn_rate == 0):
+            if ratio > 1.0 or not slow_down:
+                raise MotionError(f"{message}; {fix}")
+            log.warning("%s; keeping it", message)
+            notes.append(f"warning: {message}")
+            break
+        notes.append(f"{message}: slowed down by {scale:.2f}" + ("" if ratio > 1.0 else ", steps lowered by 0.70"))
+        log.warning(notes[-1])
+        current = dataclasses.replace(current, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
+                                      frequency=frequency)
     motion.gait_spec = resolved  # type: ignore[attr-defined]
     return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
 
@@ -696,12 +721,73 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
     offsets = np.array([leg.foot_offset for leg in stance.legs])
     q_init = np.tile(stance.joint_pos, (frames, 1))
     radius = np.array([leg.contact_radius for leg in stance.legs])
-    joint_pos, error = ik.solve(traj["root_pos"], root_quat, q_init, stance.joint_pos, offsets, traj["feet"],
+    targets = traj["feet"].copy()
+    joint_pos, error = ik.solve(traj["root_pos"], root_quat, q_init, stance.joint_pos, offsets, targets,
                                 target_rot, centres=stance.centres, radius=radius, iterations=150)
+    joint_pos, error = _repair_by_continuation(ik, traj["root_pos"], root_quat, joint_pos, stance, offsets, targets,
+                                               target_rot, radius)
+    # a flat foot that tilts (a 3-joint leg cannot keep it level) would dig a corner in: raise its contact
+    # point by the corner's depth below it and solve again (x, y stay put, so stance feet still do not slide)
+    dip = _foot_dip(robot, stance.legs, traj["root_pos"], root_quat, joint_pos)  # (F, K)
+    if dip.max() > 1e-4:
+        targets[..., 2] += dip
+        joint_pos, error = ik.solve(traj["root_pos"], root_quat, joint_pos, stance.joint_pos, offsets, targets,
+                                    target_rot, centres=stance.centres, radius=radius, iterations=50)
     motion = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=joint_pos, root_pos=traj["root_pos"],
                     root_quat=root_quat, foot_names=[leg.foot_link for leg in stance.legs], foot_offsets=offsets,
                     foot_contacts=traj["contacts"], prompt=prompt)
     return motion, error
+
+
+def _repair_by_continuation(ik: _LegIK, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
+                            stance: Stance, offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray,
+                            radius: np.ndarray, passes: int = 12) -> tuple[np.ndarray, float]:
+    """Frames whose IK (started from the stance pose) stalled in a poor local solution are solved again from
+    their solved neighbour's joint angles (forward, then backward in time): warm starting from the previous
+    frame, where the independent batch solve was not enough."""
+    errors = ik.frame_errors.copy()
+    joint_pos = joint_pos.copy()
+    for step in (1, -1) * (passes // 2):
+        bad = np.flatnonzero(errors > IK_TOLERANCE * 10)
+        if len(bad) == 0:
+            break
+        source = bad - step
+        usable = (source >= 0) & (source < len(errors))
+        bad, source = bad[usable], source[usable]
+        usable = errors[source] <= IK_TOLERANCE * 10
+        bad, source = bad[usable], source[usable]
+        if len(bad) == 0:
+            continue
+        q, _ = ik.solve(root_pos[bad], root_quat[bad], joint_pos[source], stance.joint_pos, offsets, targets[bad],
+                        target_rot[bad], centres=stance.centres, radius=radius, iterations=100)
+        better = ik.frame_errors < errors[bad]
+        joint_pos[bad[better]] = q[better]
+        errors[bad[better]] = ik.frame_errors[better]
+    return joint_pos, float(errors.max(initial=0.0))
+
+
+def _foot_dip(robot: Robot, legs: Sequence[Leg], root_pos: np.ndarray, root_quat: np.ndarray,
+              joint_pos: np.ndarray) -> np.ndarray:
+    """How far (F,K) each foot's lowest geometry point lies below its contact point (0 when not below)."""
+    from .metrics import geometry_points
+
+    link_idx, points, radius = geometry_points(robot)
+    fk = ForwardKinematics(robot).double()
+    with torch.no_grad():
+        pos, rot = fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat), torch.as_tensor(joint_pos))
+        offsets = np.array([leg.foot_offset for leg in legs])
+        foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
+        contact_z = ForwardKinematics.transform_points(pos, rot, foot_idx, torch.as_tensor(offsets))[..., 2].numpy()
+        dip = np.zeros_like(contact_z)
+        for k, leg in enumerate(legs):
+            own = link_idx == robot.link_index(leg.foot_link)
+            if not own.any():
+                continue
+            world = ForwardKinematics.transform_points(pos, rot, torch.as_tensor(link_idx[own]),
+                                                       torch.as_tensor(points[own]))[..., 2].numpy()
+            lowest = (world - radius[own]).min(-1)
+            dip[:, k] = np.maximum(contact_z[:, k] - lowest, 0.0)
+    return dip
 
 
 # ----------------------------------------------------------------------------- stage + CLI
