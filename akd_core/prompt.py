@@ -2,8 +2,8 @@
 
 ``spec_from_prompt("a dog trotting forward quickly", robot, legs)`` returns a :class:`~akd_core.gait.GaitSpec`
 and a list of notes saying what was understood and what was assumed (notes starting with ``warning:`` mark
-words AKD did not understand or requests it had to change). The chosen spec is recorded by ``akd gait`` in
-manifest.json.
+a default used because no gait word was understood; words that were ignored are listed too). The chosen
+spec is recorded by ``akd gait`` in manifest.json.
 
 Rules (documented in docs/gait.md):
 
@@ -92,7 +92,7 @@ def spec_from_prompt(prompt: str, robot: Robot, legs: Sequence[Leg] | None = Non
     pattern, gait_word, speed_hint = None, None, None
     for word in words:
         stem = _stem(word)
-        for candidate in (word, stem):
+        for candidate in (word, stem, stem + "e"):  # pacing -> pac -> pace
             if candidate in vocabulary and pattern is None:
                 pattern, gait_word = vocabulary[candidate], word
                 if candidate in ("jog",):
@@ -121,10 +121,10 @@ def spec_from_prompt(prompt: str, robot: Robot, legs: Sequence[Leg] | None = Non
                      f"-> {speed:.2f} m/s")
     direction, turn_rate, speed = _direction(words, text, speed, length, notes)
     unknown = sorted({w for w in words if not re.fullmatch(r"\d+(?:\.\d+)?", w) and w not in SUBJECT_WORDS
-                      and w not in DIRECTION_WORDS and w not in SPEED_WORDS and _stem(w) not in vocabulary
-                      and w not in vocabulary})
+                      and w not in DIRECTION_WORDS and w not in SPEED_WORDS and w not in vocabulary
+                      and _stem(w) not in vocabulary and _stem(w) + "e" not in vocabulary})
     if unknown:
-        notes.append(f"warning: ignored words {unknown}")
+        notes.append(f"ignored words (not gait, speed or direction words): {unknown}")
     spec = GaitSpec(pattern=pattern, speed=float(speed), direction=float(direction), turn_rate=float(turn_rate),
                     notes=list(notes))
     return spec, notes
