@@ -654,10 +654,11 @@ def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: floa
     """A reference Motion of ``robot`` walking per ``spec`` (see the module docstring).
 
     duration s, fps frames/s -> Motion with round(duration * fps) + 1 frames, foot_names / foot_offsets
-    (contact points in the foot links' frames) / foot_contacts (F,K) filled. The resolved spec is attached
-    as ``motion.gait_spec`` (GaitSpec). With ``slow_down``, a clip that would exceed a URDF velocity limit
-    is regenerated slower (speed, turn rate and frequency scaled) with a logged warning; otherwise (or if
-    even that fails) MotionError names the joint.
+    (contact points in the foot links' frames) / foot_contacts (F,K) filled. With ``slow_down``, a clip that
+    would exceed a URDF velocity limit is regenerated slower (speed, turn rate and frequency scaled), and one
+    whose feet miss their IK targets by > 5 mm with shorter, lower steps, each with a logged warning and a
+    note in the resolved spec (see :func:`generate_gait_result`); without it (or if the velocity limit still
+    fails) MotionError names the joint.
     """
     return generate_gait_result(robot, spec, duration, fps, legs, prompt, slow_down).motion
 
@@ -706,7 +707,6 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         log.warning(notes[-1])
         current = dataclasses.replace(current, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
                                       frequency=frequency)
-    motion.gait_spec = resolved  # type: ignore[attr-defined]
     return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
 
 
@@ -839,7 +839,7 @@ def _write_preview(robot: Robot, motion: Motion, path) -> None:
     except ImportError:
         log.warning("preview.mp4 skipped: akd_core.preview is not available in this installation")
         return
-    render_preview(robot, [motion], ["reference"], path, fps=motion.fps)
+    render_preview(robot, [motion], ["reference"], path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
