@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import math
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ GRAVITY = 9.81
 FALL_TILT_DEG = 60.0
 FALL_HEIGHT_FRACTION = 0.5
 SATURATION_FRACTION = 0.99
+DEFAULT_CPU_BUDGET_S = 150.0  # optimisation wall time of `akd track` on CPU when --iterations is not given
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -61,10 +63,11 @@ class TrackingConfig:
     contact_kd: float | None = None  # N s/m
     contact_kf: float | None = None  # N s/m, friction slope (gradient stability, see module docstring)
     contact_mu: float = 1.0
-    iterations: int | None = None  # Adam steps per window; default 60 on CUDA, 8 on CPU
+    iterations: int | None = None  # Adam steps per window; default 60 on CUDA, 6 on CPU
     window_s: float | None = 0.5  # receding-horizon window (None: the whole clip at once, as the paper)
     stride_s: float | None = None  # committed per window; default window_s (no overlap)
     knot_s: float = 0.1  # target offsets are optimised at knots this far apart, linear in between
+    time_budget_s: float | None = None  # optimisation wall-time cap; default 150 s on CPU when iterations is unset
     velocity_feedforward: bool = True  # start from q_ref + (kd/kp) qdot_ref (see initial_targets)
     lr: float = 0.02  # Adam step, rad
     lambda_smooth: float = 0.2  # lambda_3 of the paper
@@ -687,7 +690,8 @@ def window_frames(problem: TrackingProblem) -> tuple[int, int]:
 
 
 def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None = None, progress: bool = True,
-             callback: Callable[[dict[str, Any]], None] | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+             callback: Callable[[dict[str, Any]], None] | None = None,
+             time_budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Adam on PD targets (T, J) and the initial generalized velocity (D,), window by window (receding horizon).
 
     Each window of ``cfg.window_s`` starts from the simulated state at its first frame (everything before it is
@@ -696,6 +700,10 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
     ``cfg.stride_s`` of them and moves on; the uncommitted rest warm-starts the next window. Short horizons keep
     Featherstone's contact gradients informative (over a whole 4 s clip they mostly point nowhere, even clipped).
     ``window_s=None`` optimises the whole clip at once (the paper's setting, for GPUs with 200 iterations).
+
+    ``time_budget_s`` caps the optimisation's wall time: each window gets an equal share of what is left and stops
+    when the next iteration would overrun it (but runs at least two, so a step is evaluated); once the budget is
+    spent the remaining windows keep their starting targets. Without it, runs are deterministic.
 
     Returns (pd_targets (T, J), qd0 (D,), info). Saves ``checkpoint`` after every iteration and resumes from it;
     Ctrl-C saves and re-raises. ``callback(info)`` runs after every iteration (info: window, iteration, loss).
@@ -708,11 +716,11 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
     window, stride = window_frames(problem)
     num_windows = 1 + max(0, math.ceil((frames - 1 - window) / stride))
     init = initial_targets(problem) if cfg.velocity_feedforward else problem.reference.joint_pos
-    state: dict[str, Any] = {"start": 0, "window_index": 0, "targets": torch.as_tensor(init, dtype=torch.float32),
+    state: dict[str, Any] = {"start": 0, "window_index": 0, "targets": torch.tensor(init, dtype=torch.float32),
                              "dqd0": torch.zeros(problem.sim.nqd),
                              "q": torch.as_tensor(problem.q0, dtype=torch.float32),
                              "qd": torch.as_tensor(problem.qd0, dtype=torch.float32), "inner": None, "history": [],
-                             "iterations": 0, "early_stops": 0}
+                             "iterations": 0, "early_stops": 0, "seconds": 0.0}
     key = _problem_key(problem)
     if checkpoint is not None and checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
@@ -727,7 +735,11 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
         while state["start"] < frames - 1:
             start = state["start"]
             end = min(start + window, frames - 1)
-            _optimise_window(problem, state, start, end, iterations, bar, save, callback)
+            share = math.inf
+            if time_budget_s is not None:
+                left = time_budget_s - state["seconds"]
+                share = left / (num_windows - state["window_index"]) if left > 0 else 0.0
+            _optimise_window(problem, state, start, end, iterations, bar, save, callback, share)
             commit = end if end == frames - 1 else start + stride
             with torch.no_grad():
                 result = rollout(problem.sim, state["q"], state["qd"], state["targets"][start:commit + 1])
@@ -743,16 +755,22 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
         bar.close()
     info = {"iterations": state["iterations"], "windows": state["window_index"], "window_frames": window,
             "stride_frames": stride, "early_stops": state["early_stops"], "history": state["history"],
-            "best_loss": float(np.mean([h["best_loss"] for h in state["history"] if "best_loss" in h]))
-            if state["history"] else None}
+            "seconds": state["seconds"], "time_budget_s": time_budget_s,
+            "best_loss": _mean_finite([h["best_loss"] for h in state["history"]])}
     lower = torch.as_tensor(problem.robot.lower, dtype=torch.float32)
     upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
     pd_targets = torch.clamp(state["targets"], lower, upper).numpy()
     return pd_targets, problem.qd0 + state["dqd0"].numpy(), info
 
 
+def _mean_finite(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
+
+
 def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int, end: int, iterations: int, bar,
-                     save: Callable[[], None], callback: Callable[[dict[str, Any]], None] | None) -> None:
+                     save: Callable[[], None], callback: Callable[[dict[str, Any]], None] | None,
+                     share_s: float = math.inf) -> None:
     """Adam on the targets of frames start..end (frame ``start`` only in the first window: later it is committed)
     and, in the first window, the initial velocity. Writes the best iterate into ``state['targets']`` / ``['dqd0']``."""
     cfg = problem.cfg
@@ -777,7 +795,11 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
             dqd0.copy_(inner["dqd0"])
         optimizer.load_state_dict(inner["optimizer"])
     qd_start = state["qd"]
+    window_seconds, last = 0.0, 0.0
     while inner["iteration"] < iterations and inner["stale"] < cfg.patience:
+        if share_s <= 0.0 or (inner["iteration"] >= 2 and window_seconds + last > share_s):
+            break  # time budget: keep the best iterate so far
+        tic = time.perf_counter()
         optimizer.zero_grad()
         tried = torch.clamp(init + basis @ delta, lower, upper)
         window_targets = tried if first else torch.cat([fixed, tried])
@@ -793,6 +815,9 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
             inner.update(best_loss=loss, best=tried.detach().clone(), best_dqd0=dqd0.detach().clone(),
                          link=float(losses["link_l1_m"].detach()))
         inner["iteration"] += 1
+        last = time.perf_counter() - tic
+        window_seconds += last
+        state["seconds"] += last
         inner.update(delta=delta.detach().clone(), dqd0=dqd0.detach().clone(), optimizer=optimizer.state_dict())
         state["inner"] = inner
         state["iterations"] += 1
@@ -820,7 +845,8 @@ def _problem_key(problem: TrackingProblem) -> str:
     h = hashlib.sha1()
     h.update(np.ascontiguousarray(problem.reference.joint_pos).tobytes())
     h.update(np.ascontiguousarray(problem.reference.root_pos).tobytes())
-    cfg = {k: v for k, v in problem.cfg.to_dict().items() if k not in ("iterations", "device", "graph_capture")}
+    ignored = ("iterations", "device", "graph_capture", "time_budget_s")  # do not change what a step computes
+    cfg = {k: v for k, v in problem.cfg.to_dict().items() if k not in ignored}
     h.update(repr(sorted(cfg.items())).encode())
     return h.hexdigest()
 
@@ -909,7 +935,7 @@ def _feet(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarray 
 
 
 def default_iterations(device: str) -> int:
-    return 60 if device.startswith("cuda") else 4
+    return 60 if device.startswith("cuda") else 6
 
 
 def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
@@ -922,8 +948,11 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     naive_result = simulate(problem, naive_targets)
     naive = to_tracked(problem, naive_result, naive_targets)
     naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak)
+    budget = cfg.time_budget_s
+    if budget is None and cfg.iterations is None and not problem.sim.device.startswith("cuda"):
+        budget = DEFAULT_CPU_BUDGET_S
     if iterations > 0:
-        pd_targets, qd0, info = optimise(problem, iterations, checkpoint, progress)
+        pd_targets, qd0, info = optimise(problem, iterations, checkpoint, progress, time_budget_s=budget)
     else:
         start = initial_targets(problem) if cfg.velocity_feedforward else naive_targets
         pd_targets, qd0, info = start, problem.qd0, {"iterations": 0, "best_loss": None, "history": [],
@@ -936,6 +965,7 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     out.update({"iterations": info["iterations"], "iterations_per_window": iterations,
                 "windows": info["windows"], "early_stopped_windows": info["early_stops"],
+                "optimise_seconds": info.get("seconds", 0.0), "time_budget_s": budget,
                 "final_loss": info["best_loss"], "sim_dt_s": problem.sim.sim_dt,
                 "control_hz": problem.reference.fps, "device": problem.sim.device,
                 "solver": "featherstone", "kp": problem.physics.kp.tolist(), "kd": problem.physics.kd.tolist(),
@@ -978,7 +1008,9 @@ def stage_track(run: RunDir, iterations: int | None = None, device: str | None =
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
     parser.add_argument("--iterations", type=int, default=None,
-                        help="Adam iterations per window (default 60 CUDA / 4 CPU)")
+                        help="Adam iterations per window (default 60 CUDA / 6 CPU within a 150 s budget)")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="optimisation wall-time cap in s (default 150 on CPU unless --iterations is given)")
     parser.add_argument("--window", type=float, default=0.5,
                         help="optimisation window in s (default 0.5); 0 = the whole clip at once (paper)")
     parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
@@ -995,7 +1027,8 @@ def cli(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     metrics = stage_track(run, iterations=args.iterations, device=args.device, seed=args.seed,
                           resume=not args.no_resume, sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp,
-                          kd=args.kd, lr=args.lr, window_s=args.window if args.window > 0 else None)
+                          kd=args.kd, lr=args.lr, window_s=args.window if args.window > 0 else None,
+                          time_budget_s=args.time_budget)
     print(f"tracked -> {run.file(TRACKED)}")
     print(f"  {'metric':26s} {'naive':>10s} {'optimised':>10s}")
     for key in ("joint_rmse_rad", "link_pos_err_m", "root_pos_err_m", "foot_skate_mps", "penetration_m",
