@@ -502,6 +502,7 @@ class Rollout:
     body_pos: torch.Tensor  # (T, B, 3) matched bodies
     torques: np.ndarray  # (T, J) mean clamped torque over the period following each frame
     torque_peak: np.ndarray  # (T, J) max |torque| over that period
+    diverged_at: int | None = None  # control step where the simulation blew up (states held from there on)
 
 
 def substep_targets(pd_targets: torch.Tensor, steps: int) -> torch.Tensor:
@@ -512,8 +513,11 @@ def substep_targets(pd_targets: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def rollout(sim: NewtonSim, q0: torch.Tensor, qd0: torch.Tensor, pd_targets: torch.Tensor, clip: float = 1.0,
-            progress: bool = False) -> Rollout:
-    """Simulate from (Q,), (D,) under control-rate targets (T, J). Differentiable w.r.t. all three inputs."""
+            progress: bool = False, hold_on_divergence: bool = False) -> Rollout:
+    """Simulate from (Q,), (D,) under control-rate targets (T, J). Differentiable w.r.t. all three inputs.
+
+    A non-finite state raises MotionError, or with ``hold_on_divergence`` (forward-only use) ends the simulation:
+    the last finite state is repeated for the remaining frames and ``diverged_at`` names the step."""
     sub = substep_targets(pd_targets, sim.steps)
     q, qd = q0, qd0
     qs, qds = [q0], [qd0]
@@ -526,9 +530,12 @@ def rollout(sim: NewtonSim, q0: torch.Tensor, qd0: torch.Tensor, pd_targets: tor
 
         chunks = tqdm(chunks, desc="rollout", leave=False)
     for k in chunks:
-        q, qd, body = _ChunkFunction.apply(q, qd, sub[k], sim, clip)
-        if not torch.isfinite(q).all():
-            raise MotionError(f"simulation diverged at control step {k}; lower --sim-dt or the PD gains")
+        q_next, qd_next, body = _ChunkFunction.apply(q, qd, sub[k], sim, clip)
+        if not (torch.isfinite(q_next).all() and torch.isfinite(qd_next).all()):
+            if not hold_on_divergence:
+                raise MotionError(f"simulation diverged at control step {k}; lower --sim-dt or the PD gains")
+            return _held(sim, qs, qds, bodies, torques, peaks, sub.shape[0] + 1, k)
+        q, qd = q_next, qd_next
         qs.append(q)
         qds.append(qd)
         bodies.append(body)
@@ -538,6 +545,22 @@ def rollout(sim: NewtonSim, q0: torch.Tensor, qd0: torch.Tensor, pd_targets: tor
     torques.append(torques[-1] if torques else np.zeros(sim.robot.num_dofs))
     peaks.append(peaks[-1] if peaks else np.zeros(sim.robot.num_dofs))
     return Rollout(torch.stack(qs), torch.stack(qds), torch.stack(bodies), np.stack(torques), np.stack(peaks))
+
+
+def _held(sim: NewtonSim, qs: list, qds: list, bodies: list, torques: list, peaks: list, frames: int,
+          step: int) -> Rollout:
+    """A Rollout whose states stop at the last finite one (repeated, zero velocity) after a blow-up at ``step``."""
+    zeros = np.zeros(sim.robot.num_dofs)
+    while len(qs) < frames:
+        qs.append(qs[-1])
+        qds.append(torch.zeros_like(qds[-1]))
+        bodies.append(bodies[-1])
+    torques = (torques + [zeros] * frames)[:frames]
+    peaks = (peaks + [zeros] * frames)[:frames]
+    log.warning("the simulation blew up at control step %d (a fall or an unstable contact); the states are held "
+                "from there on and the clip is reported as fallen", step)
+    return Rollout(torch.stack(qs), torch.stack(qds), torch.stack(bodies), np.stack(torques), np.stack(peaks),
+                   diverged_at=step)
 
 
 def _bodies_at(sim: NewtonSim, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
@@ -643,7 +666,7 @@ def simulate(problem: TrackingProblem, pd_targets: np.ndarray, qd0: np.ndarray |
     with torch.no_grad():
         return rollout(problem.sim, torch.as_tensor(problem.q0, dtype=torch.float32),
                        torch.as_tensor(problem.qd0 if qd0 is None else qd0, dtype=torch.float32),
-                       torch.as_tensor(pd_targets, dtype=torch.float32))
+                       torch.as_tensor(pd_targets, dtype=torch.float32), hold_on_divergence=True)
 
 
 def initial_targets(problem: TrackingProblem) -> np.ndarray:
@@ -742,7 +765,8 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
             _optimise_window(problem, state, start, end, iterations, bar, save, callback, share)
             commit = end if end == frames - 1 else start + stride
             with torch.no_grad():
-                result = rollout(problem.sim, state["q"], state["qd"], state["targets"][start:commit + 1])
+                result = rollout(problem.sim, state["q"], state["qd"], state["targets"][start:commit + 1],
+                                 hold_on_divergence=True)
             state.update(start=commit, window_index=state["window_index"] + 1, q=result.q[-1], qd=result.qd[-1],
                          inner=None)
             bar.total = state["iterations"] + (num_windows - state["window_index"]) * iterations
@@ -805,7 +829,12 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
         window_targets = tried if first else torch.cat([fixed, tried])
         if first:
             qd_start = torch.as_tensor(problem.qd0, dtype=torch.float32) + dqd0
-        result = rollout(problem.sim, state["q"], qd_start, window_targets, clip=cfg.grad_clip)
+        try:
+            result = rollout(problem.sim, state["q"], qd_start, window_targets, clip=cfg.grad_clip)
+        except MotionError:  # this iterate blew the simulation up: keep the best one so far
+            log.info("window %d: iteration %d diverged; keeping the best iterate", state["window_index"] + 1,
+                     inner["iteration"])
+            break
         losses = tracking_loss(problem, result, window_targets, start=start, before=before)
         losses["total"].backward()
         optimizer.step()
@@ -869,7 +898,8 @@ def to_tracked(problem: TrackingProblem, result: Rollout, pd_targets: np.ndarray
         root_ang_vel=parts["root_ang_vel"], kp=problem.physics.kp, kd=problem.physics.kd)
 
 
-def tracking_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_peak: np.ndarray) -> dict[str, Any]:
+def tracking_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_peak: np.ndarray,
+                     diverged_at: int | None = None) -> dict[str, Any]:
     """Errors of a tracked motion against the (shifted) reference, plus the shared quality metrics.
 
     Tracking-specific: ``joint_rmse_rad``, ``link_pos_err_m`` (mean over frames and matched links),
@@ -902,7 +932,8 @@ def tracking_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_pe
         "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link.numpy()[:, ids], axis=-1).mean()),
         "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
         "max_tilt_deg": float(tilt_deg.max()),
-        "fell": bool(tilt_deg.max() > FALL_TILT_DEG or collapsed),
+        "fell": bool(tilt_deg.max() > FALL_TILT_DEG or collapsed or diverged_at is not None),
+        "diverged": diverged_at is not None,
         "torque_saturation_frac": float(np.mean(torque_peak >= SATURATION_FRACTION * effort[None, :])),
         "max_torque_ratio": float(np.max(torque_peak / effort[None, :])),
     }
@@ -947,7 +978,7 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     naive_targets = problem.reference.joint_pos.astype(np.float32)
     naive_result = simulate(problem, naive_targets)
     naive = to_tracked(problem, naive_result, naive_targets)
-    naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak)
+    naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak, naive_result.diverged_at)
     budget = cfg.time_budget_s
     if budget is None and cfg.iterations is None and not problem.sim.device.startswith("cuda"):
         budget = DEFAULT_CPU_BUDGET_S
@@ -960,7 +991,7 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     result = simulate(problem, pd_targets, qd0)
     tracked = to_tracked(problem, result, pd_targets)
     tracked.naive = naive
-    metrics = tracking_metrics(problem, tracked, result.torque_peak)
+    metrics = tracking_metrics(problem, tracked, result.torque_peak, result.diverged_at)
     out: dict[str, Any] = dict(metrics)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     out.update({"iterations": info["iterations"], "iterations_per_window": iterations,
@@ -979,7 +1010,8 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
 
 def fall_warning(metrics: dict[str, Any]) -> str:
     """The plain message `akd track` / `akd run` print when the optimised rollout fell."""
-    return (f"WARNING: the tracked robot FELL (max root tilt {metrics['max_tilt_deg']:.0f} deg); tracked.npz records "
+    how = "the simulation blew up" if metrics.get("diverged") else f"max root tilt {metrics['max_tilt_deg']:.0f} deg"
+    return (f"WARNING: the tracked robot FELL ({how}); tracked.npz records "
             "the fall and manifest metrics say fell: true. These PD targets and torques are not a usable "
             "demonstration: try a slower gait, more --iterations, or higher --kp.")
 
@@ -1029,10 +1061,13 @@ def cli(args: argparse.Namespace) -> int:
                           resume=not args.no_resume, sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp,
                           kd=args.kd, lr=args.lr, window_s=args.window if args.window > 0 else None,
                           time_budget_s=args.time_budget)
-    print(f"tracked -> {run.file(TRACKED)}")
+    print(f"tracked -> {run.file(TRACKED)} ({metrics['windows']} windows, {metrics['iterations']} iterations, "
+          f"{metrics['optimise_seconds']:.0f} s optimising)")
     print(f"  {'metric':26s} {'naive':>10s} {'optimised':>10s}")
     for key in ("joint_rmse_rad", "link_pos_err_m", "root_pos_err_m", "foot_skate_mps", "penetration_m",
-                "torque_saturation_frac", "fell"):
+                "contact_schedule_match", "max_tilt_deg", "torque_saturation_frac", "fell"):
+        if key not in metrics:
+            continue
         print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
     if metrics["fell"]:
         print(fall_warning(metrics))

@@ -143,7 +143,7 @@ def test_chunk_gradient_clipping_bounds_each_boundary(problem):
 
 def test_optimised_tracking_beats_naive_within_effort_limits(a1):
     motion = trot_in_place(a1, duration=0.5)
-    tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=6), progress=False)
+    tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=3), progress=False)
     assert metrics["link_pos_err_m"] < metrics["naive_link_pos_err_m"]
     assert not metrics["fell"] and not metrics["naive_fell"]
     effort = np.asarray(a1.effort_limit)
@@ -286,7 +286,7 @@ def test_biped_walk_tracks_upright_or_says_plainly_that_it_fell(name, caplog):
         tracked, metrics = T.track_motion(robot, motion, T.TrackingConfig(), progress=False)
     up_z = T.quat_to_matrix(tracked.root_quat)[:, 2, 2]
     toppled = bool(np.any(up_z < np.cos(np.radians(T.FALL_TILT_DEG)))) or \
-        bool(np.any(tracked.root_pos[:, 2] < T.FALL_HEIGHT_FRACTION * tracked.root_pos[0, 2]))
+        bool(np.any(tracked.root_pos[:, 2] < T.FALL_HEIGHT_FRACTION * tracked.root_pos[0, 2])) or metrics["diverged"]
     assert metrics["fell"] == toppled
     assert ("FELL" in caplog.text) == metrics["fell"]
     if not metrics["fell"]:
