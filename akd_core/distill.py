@@ -1,0 +1,462 @@
+"""SDS distillation of a joint-angle sequence from a video diffusion prior (PAPER.md "SDS", "Losses").
+
+Parameters are per-frame joint angles (F, J) and a per-frame root pose (position (F, 3) and a
+rotation vector (F, 3) applied on top of the initial orientation). Each iteration:
+
+    FK (akd_core.kinematics) -> LBS of the Gaussian asset (akd_core.gaussians/skinning)
+    -> differentiable splatting over a checkerboard ground (akd_core.render)
+    -> VAE encode + SDS gradient of the prior (akd_core.prior)
+
+    L = L_SDS + lambda_smooth * L_smooth + lambda_ground * L_ground
+
+L_smooth is the mean absolute temporal Laplacian of all parameters; L_ground the mean depth of
+link-geometry corners below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
+half (the prior's TimestepSchedule). Joint angles are projected into the URDF limits after every
+Adam step. Checkpoints (parameters, optimiser and RNG state) make a killed run resume exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from .errors import ConfigError, RunDirError
+from .fileio import atomic_path
+from .kinematics import ForwardKinematics, geometry_corners, quat_to_matrix
+from .motion import Motion
+from .robot import Robot, load_robot
+from .rundir import REFERENCE, ROBOT_URDF, RunDir
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.pt"
+VIDEO_FPS = 8.0  # CogVideoX generates 8 frames per second (49 frames = 6 s)
+
+
+@dataclass
+class DistillConfig:
+    iterations: int = 300
+    lr_joint: float = 2e-2
+    lr_root: float = 5e-3
+    lambda_smooth: float = 2e5  # paper
+    lambda_ground: float = 1e7  # paper
+    sds_weight: float = 1.0
+    video_fps: float = VIDEO_FPS
+    num_frames: int | None = None  # None: the prior's frame count
+    width: int | None = None  # None: the prior's resolution
+    height: int | None = None
+    n_gaussians: int = 6000
+    camera: str = "follow"  # follow: re-framed every iteration (paper); fixed: framed once on the init
+    backend: str = "auto"
+    checkpoint_every: int = 25
+    video_every: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ConfigError(f"--iterations must be >= 1, got {self.iterations}")
+        if self.camera not in ("follow", "fixed"):
+            raise ConfigError(f"camera must be 'follow' or 'fixed', got {self.camera!r}")
+
+
+# ----------------------------------------------------------------------------- rotations
+def rotvec_to_matrix(rotvec: Tensor) -> Tensor:
+    """(..., 3) rotation vectors -> (..., 3, 3); smooth at zero (Taylor-safe Rodrigues)."""
+    theta2 = (rotvec * rotvec).sum(-1, keepdim=True)
+    theta = torch.sqrt(theta2 + 1e-12)
+    small = theta2 < 1e-8
+    a = torch.where(small, 1 - theta2 / 6, torch.sin(theta) / theta)
+    b = torch.where(small, 0.5 - theta2 / 24, (1 - torch.cos(theta)) / (theta2 + 1e-12))
+    x, y, z = rotvec.unbind(-1)
+    zero = torch.zeros_like(x)
+    skew = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], -1).reshape(*rotvec.shape[:-1], 3, 3)
+    eye = torch.eye(3, dtype=rotvec.dtype, device=rotvec.device).expand_as(skew)
+    return eye + a[..., None] * skew + b[..., None] * (skew @ skew)
+
+
+# ----------------------------------------------------------------------------- the clip parameters
+class MotionParameters(torch.nn.Module):
+    """Joint angles (F, J) and root pose (F, 3) + (F, 3) rotation vector on top of the initial orientation."""
+
+    def __init__(self, init: Motion, robot: Robot):
+        super().__init__()
+        self.joint_pos = torch.nn.Parameter(torch.as_tensor(init.joint_pos, dtype=torch.float32).clone())
+        self.root_pos = torch.nn.Parameter(torch.as_tensor(init.root_pos, dtype=torch.float32).clone())
+        self.root_rotvec = torch.nn.Parameter(torch.zeros(init.num_frames, 3))
+        self.register_buffer("root_rot0", quat_to_matrix(torch.as_tensor(init.root_quat, dtype=torch.float32)))
+        self.register_buffer("lower", torch.as_tensor(np.nan_to_num(robot.lower, neginf=-1e6), dtype=torch.float32))
+        self.register_buffer("upper", torch.as_tensor(np.nan_to_num(robot.upper, posinf=1e6), dtype=torch.float32))
+
+    def root_rot(self) -> Tensor:
+        return rotvec_to_matrix(self.root_rotvec) @ self.root_rot0  # (F, 3, 3) world
+
+    @torch.no_grad()
+    def project_to_limits(self) -> None:
+        self.joint_pos.copy_(torch.minimum(torch.maximum(self.joint_pos, self.lower), self.upper))
+
+    def all_params(self) -> Tensor:
+        """(F, J + 6): every control parameter per frame, for the smoothness loss."""
+        return torch.cat([self.joint_pos, self.root_pos, self.root_rotvec], -1)
+
+
+def smoothness_loss(params: Tensor) -> Tensor:
+    """Mean |Theta_{i-1} - 2 Theta_i + Theta_{i+1}| over interior frames (MAE of the temporal Laplacian)."""
+    if params.shape[0] < 3:
+        return params.sum() * 0.0
+    return (params[:-2] - 2 * params[1:-1] + params[2:]).abs().mean()
+
+
+def ground_loss(corner_z: Tensor) -> Tensor:
+    """Mean over geometry corners and frames of max(-height, 0)."""
+    return torch.relu(-corner_z).mean()
+
+
+# ----------------------------------------------------------------------------- rendering the clip
+class ClipRenderer:
+    """Poses the robot's Gaussian asset with FK + LBS and renders it over the ground."""
+
+    def __init__(self, robot: Robot, width: int, height: int, n_gaussians: int, seed: int, backend: str):
+        from .gaussians import GaussianAsset
+
+        self.robot = robot
+        self.fk = ForwardKinematics(robot)
+        self.asset = GaussianAsset.from_robot(robot, n_gaussians=n_gaussians, seed=seed)
+        self.width, self.height, self.backend = width, height, backend
+        idx, pts = geometry_corners(robot)
+        self.corner_idx = torch.as_tensor(idx)
+        self.corner_pts = torch.as_tensor(pts, dtype=torch.float32)
+
+    def link_poses(self, params: MotionParameters) -> tuple[Tensor, Tensor]:
+        root_quat = _matrix_to_quat_xyzw(params.root_rot())
+        return self.fk(params.root_pos, root_quat, params.joint_pos)
+
+    def pose(self, link_pos: Tensor, link_rot: Tensor) -> tuple[Tensor, Tensor]:
+        return self.asset.pose(link_pos, link_rot)  # means (F,N,3), covars (F,N,3,3)
+
+    def camera(self, means: Tensor) -> tuple[Tensor, Tensor]:
+        from .render import follow_camera
+
+        return follow_camera(means.detach(), self.width, self.height)
+
+    def render(self, means: Tensor, covars: Tensor, viewmats: Tensor, K: Tensor) -> Tensor:
+        from .render import render_video
+
+        colors = torch.as_tensor(self.asset.colors, dtype=means.dtype)
+        opacities = torch.as_tensor(self.asset.opacities, dtype=means.dtype)
+        return render_video(means, covars, colors, opacities, viewmats, K, self.width, self.height,
+                            backend=self.backend)
+
+    def corners_z(self, link_pos: Tensor, link_rot: Tensor) -> Tensor:
+        return ForwardKinematics.transform_points(link_pos, link_rot, self.corner_idx, self.corner_pts)[..., 2]
+
+
+def _matrix_to_quat_xyzw(rot: Tensor) -> Tensor:
+    from .kinematics import matrix_to_quat
+
+    return matrix_to_quat(rot)
+
+
+# ----------------------------------------------------------------------------- initial clips
+def constant_velocity_init(robot: Robot, num_frames: int, fps: float, speed: float, height: float) -> Motion:
+    """The paper's initialisation: rest pose moving forward along x at a constant speed."""
+    t = np.arange(num_frames) / fps
+    root_pos = np.stack([speed * t, np.zeros_like(t), np.full_like(t, height)], -1)
+    return Motion(fps=fps, joint_names=robot.joint_names, joint_pos=np.tile(robot.default_joint_pos(), (num_frames, 1)),
+                  root_pos=root_pos, root_quat=np.tile([0.0, 0.0, 0.0, 1.0], (num_frames, 1)))
+
+
+def standing_height(robot: Robot) -> float:
+    """Root height at which the rest pose's lowest geometry point touches z = 0."""
+    fk = ForwardKinematics(robot)
+    idx, pts = geometry_corners(robot)
+    q = torch.as_tensor(robot.default_joint_pos()[None], dtype=torch.float64)
+    link_pos, link_rot = fk(torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[0, 0, 0, 1.0]]), q)
+    if len(idx) == 0:
+        return float(-link_pos[0, :, 2].min())
+    z = ForwardKinematics.transform_points(link_pos, link_rot, torch.as_tensor(idx), torch.as_tensor(pts))[..., 2]
+    return float(-z.min())
+
+
+def fit_clip(motion: Motion, num_frames: int, fps: float) -> Motion:
+    """Resample a clip to ``fps`` and cut or hold its end to exactly ``num_frames`` frames."""
+    clip = motion.resample(fps)
+    if clip.num_frames >= num_frames:
+        idx = np.arange(num_frames)
+    else:
+        idx = np.minimum(np.arange(num_frames), clip.num_frames - 1)
+    return Motion(fps=fps, joint_names=clip.joint_names, joint_pos=clip.joint_pos[idx], root_pos=clip.root_pos[idx],
+                  root_quat=clip.root_quat[idx], foot_names=clip.foot_names, foot_offsets=clip.foot_offsets,
+                  foot_contacts=clip.foot_contacts[idx], prompt=clip.prompt)
+
+
+# ----------------------------------------------------------------------------- the optimisation
+@dataclass
+class DistillResult:
+    motion: Motion
+    history: list[dict[str, float]]
+    iterations_run: int
+
+
+def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_dir: Path | None = None,
+            resume: bool = False, fixed_camera: tuple[Tensor, Tensor] | None = None,
+            progress: bool = True, max_steps: int | None = None) -> DistillResult:
+    """Optimise ``init`` (at config.video_fps, prior frame count) under the prior; returns the distilled clip.
+
+    out_dir receives checkpoint.pt, losses.csv and periodic videos; with ``resume`` the optimisation
+    continues from the checkpoint there (same parameters, optimiser state and random stream).
+    ``max_steps`` stops after that many iterations of this call (the schedule still spans ``iterations``).
+    """
+    width = config.width or prior.width
+    height = config.height or prior.height
+    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend)
+    params = MotionParameters(init, robot)
+    optimizer = torch.optim.Adam([
+        {"params": [params.joint_pos], "lr": config.lr_joint},
+        {"params": [params.root_pos, params.root_rotvec], "lr": config.lr_root},
+    ])
+    generator = torch.Generator(device="cpu").manual_seed(config.seed)
+    start, history = 0, []
+    ckpt_path = out_dir / CHECKPOINT if out_dir is not None else None
+    if resume and ckpt_path is not None and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        params.load_state_dict(state["params"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        start, history = int(state["iteration"]), list(state["history"])
+        log.info("resuming distillation from %s at iteration %d", ckpt_path, start)
+    camera = fixed_camera
+    if camera is None and config.camera == "fixed":
+        with torch.no_grad():
+            means, _ = renderer.pose(*renderer.link_poses(params))
+        camera = renderer.camera(means)
+
+    def save_checkpoint(iteration: int) -> None:
+        if ckpt_path is None:
+            return
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"params": params.state_dict(), "optimizer": optimizer.state_dict(),
+                        "generator": generator.get_state(), "iteration": iteration, "history": history,
+                        "config": asdict(config)}, tmp)
+
+    stop = config.iterations if max_steps is None else min(config.iterations, start + max_steps)
+    bar = tqdm(range(start, stop), initial=start, total=config.iterations, desc="distill",
+               disable=not progress, dynamic_ncols=True)
+    iteration = start
+    try:
+        for iteration in bar:
+            optimizer.zero_grad(set_to_none=True)
+            link_pos, link_rot = renderer.link_poses(params)
+            means, covars = renderer.pose(link_pos, link_rot)
+            viewmats, K = camera if camera is not None else renderer.camera(means)
+            video = renderer.render(means, covars, viewmats, K)  # (F, 3, H, W)
+            sds, info = prior.sds_loss(video, iteration, config.iterations, generator)
+            smooth = smoothness_loss(params.all_params())
+            ground = ground_loss(renderer.corners_z(link_pos, link_rot))
+            loss = config.sds_weight * sds + config.lambda_smooth * smooth + config.lambda_ground * ground
+            loss.backward()
+            optimizer.step()
+            params.project_to_limits()
+            row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
+                   "ground": ground.item(), "timestep": int(info.get("timestep", -1))}
+            history.append(row)
+            bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
+                            t=row["timestep"])
+            done = iteration + 1
+            if out_dir is not None and (done % config.checkpoint_every == 0 or done in (stop, config.iterations)):
+                save_checkpoint(done)
+                _write_losses(out_dir / "losses.csv", history)
+            if out_dir is not None and config.video_every and (done % config.video_every == 0 or done == 1):
+                _write_video(out_dir / f"iter_{done:05d}.mp4", video, config.video_fps)
+    except KeyboardInterrupt:
+        log.warning("distillation interrupted at iteration %d; the last checkpoint is in %s", iteration, out_dir)
+        raise
+    with torch.no_grad():
+        rot = params.root_rot()
+        motion = Motion(fps=init.fps, joint_names=robot.joint_names, joint_pos=params.joint_pos.numpy().copy(),
+                        root_pos=params.root_pos.numpy().copy(), root_quat=_matrix_to_quat_xyzw(rot).numpy(),
+                        foot_names=init.foot_names, foot_offsets=init.foot_offsets, prompt=init.prompt)
+    return DistillResult(motion=motion, history=history, iterations_run=stop - start)
+
+
+def render_motion(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int,
+                  camera: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """Render a clip exactly as distillation does (same asset, seed, camera rule); returns (video, camera)."""
+    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend)
+    params = MotionParameters(motion, robot)
+    with torch.no_grad():
+        means, covars = renderer.pose(*renderer.link_poses(params))
+        camera = camera if camera is not None else renderer.camera(means)
+        video = renderer.render(means, covars, *camera)
+    return video, camera
+
+
+def _write_losses(path: Path, history: list[dict[str, float]]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(history[0].keys()))
+        writer.writeheader()
+        writer.writerows(history)
+
+
+def _write_video(path: Path, video: Tensor, fps: float) -> None:
+    from .render import write_mp4
+
+    write_mp4(video.detach(), path, fps=fps)
+
+
+# ----------------------------------------------------------------------------- contacts of the result
+def contacts_from_heights(robot: Robot, motion: Motion, threshold: float = 0.02) -> np.ndarray:
+    """(F, K) stance flags: a foot is in contact when its contact point is within ``threshold`` of the ground."""
+    if not motion.foot_names:
+        return np.zeros((motion.num_frames, 0), dtype=bool)
+    fk = ForwardKinematics(robot)
+    idx = torch.as_tensor([robot.link_index(n) for n in motion.foot_names])
+    with torch.no_grad():
+        pts = fk.link_points(torch.as_tensor(motion.root_pos), torch.as_tensor(motion.root_quat),
+                             torch.as_tensor(motion.joint_pos), idx, torch.as_tensor(motion.foot_offsets))
+    return (pts[..., 2] < threshold).numpy()
+
+
+# ----------------------------------------------------------------------------- the stage
+def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None = None, prior: str = "tiny",
+                  video_model: str | Path | None = None, target: str | Path | None = None,
+                  iterations: int | None = None, init: str = "gait", duration: float | None = None,
+                  fps: float = 50.0, seed: int = 0, package_paths: tuple[str, ...] | list[str] = (),
+                  resume: bool = False, prior_args: argparse.Namespace | None = None,
+                  config_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`akd distill`: writes RUN/robot.urdf, RUN/distill/*, RUN/reference.npz (at ``fps``) and the manifest."""
+    from .prior import make_prior, make_prior_from_args
+
+    manifest = run.manifest()
+    robot_spec = robot_spec or manifest.get("robot")
+    prompt = prompt or manifest.get("prompt")
+    if not robot_spec:
+        raise ConfigError("akd distill needs --robot (built-in name or URDF path)")
+    if not prompt or not prompt.strip():
+        raise ConfigError("akd distill needs a non-empty --prompt describing the motion")
+    robot = load_robot(robot_spec, package_paths)
+    device_default = "cuda" if torch.cuda.is_available() else "cpu"
+    config = DistillConfig(iterations=iterations or (10000 if device_default == "cuda" else 300), seed=seed,
+                           **(config_overrides or {}))
+    target_motion = None
+    if prior == "oracle":
+        if target is None:
+            raise ConfigError("--prior oracle needs --target RUN0 (a run whose reference.npz is the motion to recover)")
+        target_motion = Motion.load(RunDir(target).require(REFERENCE, "akd gait --out RUN0 ..."), robot)
+    run_config = {"prior": prior, "video_model": str(video_model) if video_model else None, "init": init,
+                  "target": str(target) if target else None, **asdict(config)}
+    run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
+    with run.running_stage("distill", run_config) as metrics:
+        robot.to_urdf(run.file(ROBOT_URDF))
+        torch.manual_seed(seed)
+        if prior_args is not None and prior != "oracle":
+            base_prior = make_prior_from_args(prior_args, prompt, seed=seed)
+        else:  # the oracle runs on the tiny model's VAE unless a model folder is given
+            base_name = prior if prior != "oracle" else ("cogvideox" if video_model else "tiny")
+            base_prior = make_prior(base_name, prompt, video_model=video_model, seed=seed)
+        num_frames = config.num_frames or base_prior.num_frames
+        clip_seconds = (num_frames - 1) / config.video_fps
+        init_motion = _initial_clip(robot, prompt, init, num_frames, config.video_fps, seed, target_motion,
+                                    duration or clip_seconds)
+        fixed_camera = None
+        prior_obj = base_prior
+        if target_motion is not None:
+            from .prior import OracleVideoPrior
+
+            target_clip = fit_clip(target_motion, num_frames, config.video_fps)
+            target_video, fixed_camera = render_motion(robot, target_clip, config, config.width or base_prior.width,
+                                                       config.height or base_prior.height)
+            prior_obj = OracleVideoPrior.from_prior(base_prior, target_video)
+        out_dir = run.file("distill")
+        out_dir.mkdir(exist_ok=True)
+        result = distill(robot, prior_obj, init_motion, config, out_dir, resume=resume, fixed_camera=fixed_camera)
+        motion = result.motion
+        motion.prompt = prompt
+        reference = motion.resample(fps)
+        reference.joint_pos = np.clip(reference.joint_pos, robot.lower, robot.upper)
+        reference.foot_contacts = contacts_from_heights(robot, reference)
+        reference.save(run.file(REFERENCE))
+        final = result.history[-1] if result.history else {}
+        metrics.update({"iterations": config.iterations, "final_sds": final.get("sds"),
+                        "final_smooth": final.get("smooth"), "final_ground": final.get("ground"),
+                        "frames": motion.num_frames, "video_fps": config.video_fps})
+        if target_motion is not None:
+            target_clip = fit_clip(target_motion, num_frames, config.video_fps)
+            err0 = np.abs(init_motion.joint_pos - target_clip.joint_pos).mean()
+            err1 = np.abs(motion.joint_pos - target_clip.joint_pos).mean()
+            metrics.update({"initial_joint_err_rad": float(err0), "final_joint_err_rad": float(err1),
+                            "joint_err_reduction": float(1 - err1 / max(err0, 1e-12))})
+    return run.stage("distill").get("metrics", {})
+
+
+def _initial_clip(robot: Robot, prompt: str, init: str, num_frames: int, fps: float, seed: int,
+                  target: Motion | None, duration: float) -> Motion:
+    height = standing_height(robot)
+    if target is not None and init in ("standing", "gait"):
+        # known-answer setting: the target's root path, joints at rest
+        clip = fit_clip(target, num_frames, fps)
+        clip.joint_pos = np.tile(robot.default_joint_pos(), (num_frames, 1)).astype(np.float32)
+        return clip
+    if init == "constant":
+        return constant_velocity_init(robot, num_frames, fps, speed=0.5, height=height)
+    if init == "standing":
+        return constant_velocity_init(robot, num_frames, fps, speed=0.0, height=height)
+    if init != "gait":
+        raise ConfigError(f"--init must be gait, constant or standing, got {init!r}")
+    from .gait import generate_gait
+    from .legs import find_legs
+    from .prompt import spec_from_prompt
+
+    legs = find_legs(robot)
+    spec, _notes = spec_from_prompt(prompt, robot, legs)
+    motion = generate_gait(robot, spec, duration=max(duration, (num_frames - 1) / fps), fps=fps, legs=legs)
+    return fit_clip(motion, num_frames, fps)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .cli import add_robot_options
+    from .prior import add_prior_arguments
+
+    add_robot_options(parser, required=False)
+    parser.add_argument("--prompt", default=None, help="text describing the motion")
+    parser.add_argument("--out", required=True, type=Path, help="run directory")
+    add_prior_arguments(parser)
+    parser.add_argument("--target", type=Path, default=None, help="oracle prior: RUN0 whose reference.npz to recover")
+    parser.add_argument("--iterations", type=int, default=None, help="default 10000 on CUDA (paper), 300 on CPU")
+    parser.add_argument("--init", choices=("gait", "constant", "standing"), default="gait",
+                        help="initial clip: gait library (default), constant forward velocity (paper), standing")
+    parser.add_argument("--fps", type=float, default=50.0, help="frame rate of the written reference.npz")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resume", action="store_true", help="continue from RUN/distill/checkpoint.pt")
+    parser.add_argument("--lambda-smooth", type=float, default=None)
+    parser.add_argument("--lambda-ground", type=float, default=None)
+    parser.add_argument("--n-gaussians", type=int, default=None)
+    parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
+    parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
+    parser.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
+
+
+def cli(args: argparse.Namespace) -> int:
+    run = RunDir(args.out, create=True)
+    if args.resume and not run.file("distill").joinpath(CHECKPOINT).exists():
+        raise RunDirError(f"--resume: no checkpoint in {run.file('distill')}; start without --resume")
+    overrides = {k: v for k, v in (("lambda_smooth", args.lambda_smooth), ("lambda_ground", args.lambda_ground),
+                                   ("n_gaussians", args.n_gaussians), ("width", args.width),
+                                   ("height", args.height), ("backend", args.backend)) if v is not None}
+    metrics = stage_distill(run, robot_spec=args.robot, prompt=args.prompt, prior=args.prior,
+                            video_model=args.video_model, target=args.target, iterations=args.iterations,
+                            init=args.init, fps=args.fps, seed=args.seed, package_paths=args.package_path,
+                            resume=args.resume, prior_args=args if args.prior == "cogvideox" else None,
+                            config_overrides=overrides)
+    print(f"wrote {run.file(REFERENCE)} (distilled; videos and checkpoints in {run.file('distill')})")
+    for key, value in metrics.items():
+        print(f"  {key}: {value}")
+    return 0
