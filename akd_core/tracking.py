@@ -199,7 +199,9 @@ def _import_warp():
         import warp as wp
     except ImportError as exc:  # pragma: no cover - the stack always has warp
         raise DependencyError("tracking needs warp-lang and newton: pip install warp-lang newton") from exc
-    wp.config.quiet = True
+    wp.config.quiet = True  # no init banner
+    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs every module load at INFO
+        wp.config.log_level = wp.LOG_WARNING
     return wp
 
 
