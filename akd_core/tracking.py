@@ -671,6 +671,23 @@ def simulate(problem: TrackingProblem, pd_targets: np.ndarray, qd0: np.ndarray |
                        torch.as_tensor(pd_targets, dtype=torch.float32), hold_on_divergence=True)
 
 
+def max_target_step(problem: TrackingProblem) -> torch.Tensor:
+    """(J,) largest PD-target change per control period: 98 % of the URDF velocity limit times the period, so the
+    published targets never ask for a joint velocity beyond the limit (the ROS nodes refuse such commands)."""
+    return torch.as_tensor(0.98 * problem.robot.velocity_limit / problem.reference.fps, dtype=torch.float32)
+
+
+def rate_limited(targets: torch.Tensor, max_step: torch.Tensor, previous: torch.Tensor | None = None) -> torch.Tensor:
+    """targets (T, J) with every frame-to-frame change clamped to +-max_step (J,), starting from ``previous`` (J,)
+    when given. Sequential, differentiable almost everywhere; the identity on sequences already within the limit."""
+    out, prev = [], previous
+    for row in targets:
+        row = row if prev is None else prev + torch.maximum(torch.minimum(row - prev, max_step), -max_step)
+        out.append(row)
+        prev = row
+    return torch.stack(out)
+
+
 def initial_targets(problem: TrackingProblem) -> np.ndarray:
     """(T, J) starting PD targets of the optimisation: the reference angles plus a velocity feedforward,
     q* = q_ref + (kd / kp) qdot_ref, clamped to the joint limits.
@@ -681,7 +698,8 @@ def initial_targets(problem: TrackingProblem) -> np.ndarray:
     ref = problem.reference
     lead = (problem.physics.kd / np.maximum(problem.physics.kp, 1e-9))[None, :]
     targets = ref.joint_pos.astype(np.float64) + lead * ref.joint_vel().astype(np.float64)
-    return np.clip(targets, problem.robot.lower, problem.robot.upper).astype(np.float32)
+    targets = np.clip(targets, problem.robot.lower, problem.robot.upper).astype(np.float32)
+    return rate_limited(torch.as_tensor(targets), max_target_step(problem)).numpy()
 
 
 def knot_basis(frames: int, spacing: int, first: bool) -> torch.Tensor:
@@ -785,7 +803,7 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
             "best_loss": _mean_finite([h["best_loss"] for h in state["history"]])}
     lower = torch.as_tensor(problem.robot.lower, dtype=torch.float32)
     upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
-    pd_targets = torch.clamp(state["targets"], lower, upper).numpy()
+    pd_targets = rate_limited(torch.clamp(state["targets"], lower, upper), max_target_step(problem)).numpy()
     return pd_targets, problem.qd0 + state["dqd0"].numpy(), info
 
 
@@ -805,6 +823,9 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
     upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
     fixed = state["targets"][start:start + 1].clone()  # committed target of the window's first frame
     init = state["targets"][start:end + 1].clone() if first else state["targets"][start + 1:end + 1].clone()
+    max_step = max_target_step(problem)
+    previous = None if first else fixed[-1]
+    init = rate_limited(init, max_step, previous)
     before = state["targets"][max(0, start - 2):start].clone() if start > 0 else None
     basis = knot_basis(init.shape[0], max(1, int(round(cfg.knot_s * problem.reference.fps))), first)
     delta = torch.zeros(basis.shape[1], init.shape[1], requires_grad=True)  # (knots, J) target offsets
@@ -827,7 +848,7 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
             break  # time budget: keep the best iterate so far
         tic = time.perf_counter()
         optimizer.zero_grad()
-        tried = torch.clamp(init + basis @ delta, lower, upper)
+        tried = rate_limited(torch.clamp(init + basis @ delta, lower, upper), max_step, previous)
         window_targets = tried if first else torch.cat([fixed, tried])
         if first:
             qd_start = torch.as_tensor(problem.qd0, dtype=torch.float32) + dqd0

@@ -153,6 +153,19 @@ def test_optimised_tracking_beats_naive_within_effort_limits(a1):
     np.testing.assert_allclose(tracked.naive.pd_targets, motion.joint_pos, atol=1e-6)
     assert tracked.pd_targets.shape == (motion.num_frames, a1.num_dofs)
     assert np.all(tracked.pd_targets >= a1.lower - 1e-6) and np.all(tracked.pd_targets <= a1.upper + 1e-6)
+    target_rate = np.abs(np.diff(tracked.pd_targets, axis=0)) * motion.fps
+    assert np.all(target_rate <= a1.velocity_limit + 1e-4), "PD targets ask for more than the URDF velocity limit"
+
+
+def test_rate_limit_projection_bounds_steps_and_keeps_slow_sequences():
+    max_step = torch.tensor([0.1, 1.0])
+    fast = torch.tensor([[0.0, 0.0], [0.5, 0.5], [0.5, 0.6], [-0.5, 0.6]])
+    out = T.rate_limited(fast, max_step, previous=torch.tensor([0.05, 0.0]))
+    assert torch.all((out[1:] - out[:-1]).abs() <= max_step + 1e-7)
+    assert torch.all((out[0] - torch.tensor([0.05, 0.0])).abs() <= max_step + 1e-7)
+    np.testing.assert_allclose(out[:, 1].numpy(), fast[:, 1].numpy())  # joint 1 was within its limit
+    slow = torch.linspace(0, 0.3, 7)[:, None].repeat(1, 2)
+    assert torch.equal(T.rate_limited(slow, max_step), slow)
 
 
 def test_stage_track_writes_tracked_npz_and_metrics(a1, tmp_path):
