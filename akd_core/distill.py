@@ -50,12 +50,16 @@ class DistillConfig:
     lambda_smooth: float = 2e5  # paper
     lambda_ground: float = 1e7  # paper
     sds_weight: float = 1.0
+    adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
     num_frames: int | None = None  # None: the prior's frame count
     width: int | None = None  # None: the prior's resolution
     height: int | None = None
     n_gaussians: int = 6000
     camera: str = "follow"  # follow: re-framed every iteration (paper); fixed: framed once on the init
+    camera_azimuth_deg: float = -70.0  # direction of the camera from the asset (-90: its right side)
+    camera_elevation_deg: float = 20.0
+    camera_margin: float = 1.4  # framing: bounding sphere radius x margin fills the narrower field of view
     backend: str = "auto"
     checkpoint_every: int = 25
     video_every: int = 100
@@ -124,13 +128,15 @@ def ground_loss(corner_z: Tensor) -> Tensor:
 class ClipRenderer:
     """Poses the robot's Gaussian asset with FK + LBS and renders it over the ground."""
 
-    def __init__(self, robot: Robot, width: int, height: int, n_gaussians: int, seed: int, backend: str):
+    def __init__(self, robot: Robot, width: int, height: int, n_gaussians: int, seed: int, backend: str,
+                 view: tuple[float, float, float] = (-70.0, 20.0, 1.4)):
         from .gaussians import GaussianAsset
 
         self.robot = robot
         self.fk = ForwardKinematics(robot)
         self.asset = GaussianAsset.from_robot(robot, n_gaussians=n_gaussians, seed=seed)
         self.width, self.height, self.backend = width, height, backend
+        self.azimuth_deg, self.elevation_deg, self.margin = view
         idx, pts = geometry_corners(robot)
         self.corner_idx = torch.as_tensor(idx)
         self.corner_pts = torch.as_tensor(pts, dtype=torch.float32)
@@ -145,7 +151,8 @@ class ClipRenderer:
     def camera(self, means: Tensor) -> tuple[Tensor, Tensor]:
         from .render import follow_camera
 
-        return follow_camera(means.detach(), self.width, self.height)
+        return follow_camera(means.detach(), self.width, self.height, azimuth_deg=self.azimuth_deg,
+                             elevation_deg=self.elevation_deg, margin=self.margin)
 
     def render(self, means: Tensor, covars: Tensor, viewmats: Tensor, K: Tensor) -> Tensor:
         from .render import render_video
@@ -217,12 +224,12 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
     """
     width = config.width or prior.width
     height = config.height or prior.height
-    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend)
+    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
     params = MotionParameters(init, robot)
     optimizer = torch.optim.Adam([
         {"params": [params.joint_pos], "lr": config.lr_joint},
         {"params": [params.root_pos, params.root_rotvec], "lr": config.lr_root},
-    ])
+    ], eps=config.adam_eps)
     generator = torch.Generator(device="cpu").manual_seed(config.seed)
     start, history = 0, []
     ckpt_path = out_dir / CHECKPOINT if out_dir is not None else None
@@ -290,13 +297,17 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
 def render_motion(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int,
                   camera: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """Render a clip exactly as distillation does (same asset, seed, camera rule); returns (video, camera)."""
-    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend)
+    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
     params = MotionParameters(motion, robot)
     with torch.no_grad():
         means, covars = renderer.pose(*renderer.link_poses(params))
         camera = camera if camera is not None else renderer.camera(means)
         video = renderer.render(means, covars, *camera)
     return video, camera
+
+
+def _view(config: DistillConfig) -> tuple[float, float, float]:
+    return config.camera_azimuth_deg, config.camera_elevation_deg, config.camera_margin
 
 
 def _write_losses(path: Path, history: list[dict[str, float]]) -> None:
@@ -385,7 +396,9 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         reference.foot_contacts = contacts_from_heights(robot, reference)
         reference.save(run.file(REFERENCE))
         final = result.history[-1] if result.history else {}
-        metrics.update({"iterations": config.iterations, "final_sds": final.get("sds"),
+        metrics.update({"iterations": config.iterations,
+                        "initial_sds": result.history[0]["sds"] if result.history else None,
+                        "final_sds": final.get("sds"),
                         "final_smooth": final.get("smooth"), "final_ground": final.get("ground"),
                         "frames": motion.num_frames, "video_fps": config.video_fps})
         if target_motion is not None:
@@ -401,9 +414,10 @@ def _initial_clip(robot: Robot, prompt: str, init: str, num_frames: int, fps: fl
                   target: Motion | None, duration: float) -> Motion:
     height = standing_height(robot)
     if target is not None and init in ("standing", "gait"):
-        # known-answer setting: the target's root path, joints at rest
+        # known-answer setting: the target's root path (x, y, heading), standing at rest height
         clip = fit_clip(target, num_frames, fps)
         clip.joint_pos = np.tile(robot.default_joint_pos(), (num_frames, 1)).astype(np.float32)
+        clip.root_pos[:, 2] = height
         return clip
     if init == "constant":
         return constant_velocity_init(robot, num_frames, fps, speed=0.5, height=height)
