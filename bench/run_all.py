@@ -26,6 +26,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "tracking": ("bench_tracking.py", [], ["--robots", "a1", "--duration", "1.0", "--iterations", "1"]),
     "ros": ("bench_ros.py", [], ["--rates", "100,500", "--duration", "1.0"]),
     "policy": ("bench_policy.py", [], ["--seeds", "0"]),
+    "batch": ("bench_batch.py", [], ["--jobs", "2"]),
 }
 
 
