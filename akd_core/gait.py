@@ -59,6 +59,7 @@ MAX_SWEEP = 0.6  # a foot's travel relative to the hip during one stance, in leg
 STRIDE_USE = 0.7  # fraction of a foot's reachable fore-aft range that one stance may sweep
 IK_TOLERANCE = 1e-5  # m
 VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
+TRACKING_VELOCITY_RATIO = 0.75  # reference clips for tracking: headroom for PD targets that lead the reference
 IK_ACCEPT = 5e-3  # m: a clip whose feet miss their targets by more is regenerated slower
 MAX_ATTEMPTS = 8
 
@@ -664,8 +665,12 @@ def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: floa
 
 
 def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
-                         legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True) -> GaitResult:
-    """:func:`generate_gait` returning the resolved spec and IK/velocity figures too."""
+                         legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True,
+                         max_velocity_ratio: float = 1.0) -> GaitResult:
+    """:func:`generate_gait` returning the resolved spec and IK/velocity figures too.
+
+    ``max_velocity_ratio`` caps joint speed as a fraction of the URDF velocity limits (below 1 leaves headroom for
+    the PD targets of physics tracking, which must lead the reference and are themselves rate-limited)."""
     if not np.isfinite(duration) or duration <= 0:
         raise ConfigError(f"duration must be a positive number of seconds, got {duration}")
     if not np.isfinite(fps) or fps <= 0:
@@ -681,14 +686,15 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
-        if ratio <= 1.0 and ik_error <= IK_ACCEPT:
+        if ratio <= max_velocity_ratio and ik_error <= IK_ACCEPT:
             break
-        if ratio > 1.0:
+        if ratio > max_velocity_ratio:
             worst = int(ratios.argmax())
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
-                       f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f})")
+                       f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
+                       f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
-            scale = VELOCITY_MARGIN / ratio  # speed and cadence together: the same stride, slower
+            scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
             frequency = resolved.frequency * scale
         else:
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
@@ -698,12 +704,13 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             frequency = spec.frequency
             current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
         if not slow_down or attempt == MAX_ATTEMPTS - 1 or (resolved.speed == 0 and resolved.turn_rate == 0):
-            if ratio > 1.0 or not slow_down:
+            if ratio > max_velocity_ratio or not slow_down:
                 raise MotionError(f"{message}; {fix}")
             log.warning("%s; keeping it", message)
             notes.append(f"warning: {message}")
             break
-        notes.append(f"{message}: slowed down by {scale:.2f}" + ("" if ratio > 1.0 else ", steps lowered by 0.70"))
+        notes.append(f"{message}: slowed down by {scale:.2f}"
+                     + ("" if ratio > max_velocity_ratio else ", steps lowered by 0.70"))
         log.warning(notes[-1])
         current = dataclasses.replace(current, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
                                       frequency=frequency)
@@ -793,8 +800,12 @@ def _foot_dip(robot: Robot, legs: Sequence[Leg], root_pos: np.ndarray, root_quat
 # ----------------------------------------------------------------------------- stage + CLI
 def stage_gait(run, robot_spec: str, prompt: str, duration: float = 4.0, fps: float = 50.0, seed: int = 0,
                feet: Sequence[str] | None = None, package_paths: Sequence[str] = (), preview: bool = True,
-               spec_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+               spec_overrides: dict[str, Any] | None = None,
+               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO) -> dict[str, Any]:
     """`akd gait`: robot + prompt -> RUN/robot.urdf, RUN/reference.npz, manifest stage "gait", RUN/preview.mp4.
+
+    Reference clips keep joint speeds below ``max_velocity_ratio`` x the URDF limits (default 0.75), so the PD
+    targets that track them (which lead the reference) stay within the limits too.
 
     run: akd_core.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed).
     """
@@ -814,9 +825,11 @@ def stage_gait(run, robot_spec: str, prompt: str, duration: float = 4.0, fps: fl
         log.warning(note) if note.startswith("warning") else log.info(note)
     run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
+              "max_velocity_ratio": max_velocity_ratio,
               "feet": [leg.foot_link for leg in legs], "spec": spec.to_dict()}
     with run.running_stage("gait", config) as metrics:
-        result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt)
+        result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt,
+                                      max_velocity_ratio=max_velocity_ratio)
         robot.to_urdf(run.file(ROBOT_URDF))
         motion = result.motion
         motion.save(run.file(REFERENCE))
