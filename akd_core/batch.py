@@ -293,7 +293,7 @@ def summary_table(summary: dict[str, Any]) -> str:
                      f"{'' if naive is None else f'{naive:.4f}':>9s} {r.get('seconds', 0):8.1f}  "
                      f"{r.get('error', '')[:80]}")
     lines.append(f"{summary['succeeded']} of {summary['jobs']} runs succeeded; datasets: "
-                 + ", ".join(f"{k}: {v[0] if v else '-'}" for k, v in summary["datasets"].items()))
+                 + ", ".join(f"{k}: {', '.join(map(str, v)) if v else '-'}" for k, v in summary["datasets"].items()))
     lines.append(f"summary: {Path(summary['sweep_out']) / 'summary.csv'}")
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -216,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"akd {_command_of(argv)}: interrupted; re-run the same command to resume from the last checkpoint",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `akd robots info ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not raise again
+        return 0
 
 
 def run_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -81,6 +81,52 @@ def replay_data_from_motion(motion: Motion) -> ReplayData:
         root_lin_vel=motion.root_lin_vel(), root_ang_vel=motion.root_ang_vel())
 
 
+LOOP_RETURN_SPEED_RATIO = 0.5  # looping: the return to the first sample runs at <= this x the URDF velocity limits
+
+
+def with_loop_return(data: ReplayData, velocity_limits: np.ndarray,
+                     speed_ratio: float = LOOP_RETURN_SPEED_RATIO) -> tuple[ReplayData, int]:
+    """``data`` extended by a return from its last sample towards its first, for looped replay.
+
+    A clip is rarely a whole number of gait cycles, so jumping from the last sample back to the first would
+    command joint speeds far beyond the limits. The return segment moves every joint linearly (PD targets,
+    joint states and torques alike) at no more than ``speed_ratio`` x its velocity limit, ending one step
+    short of the first sample so the wrap-around step is an ordinary one. The root holds its last pose
+    (zero velocity) during the return. Returns (extended data, number of return samples; 0 when the clip
+    already closes within one in-limit step).
+    """
+    if data.num_samples < 2:
+        return data, 0
+    first, last = data.pd_targets[0].astype(np.float64), data.pd_targets[-1].astype(np.float64)
+    limit = np.where(np.isfinite(velocity_limits) & (velocity_limits > 0), velocity_limits, np.inf)
+    seconds = float(np.max(np.abs(first - last) / (speed_ratio * limit)))
+    steps = int(np.ceil(seconds / data.dt - 1e-9))  # samples from last to first, the last step being the wrap
+    if steps <= 1:
+        return data, 0
+    frac = (np.arange(1, steps) / steps)[:, None]  # (steps - 1, 1): the inserted samples
+
+    def ramp(values: np.ndarray | None) -> np.ndarray | None:
+        if values is None:
+            return None
+        a, b = values[-1].astype(np.float64), values[0].astype(np.float64)
+        return np.concatenate([values, (a + frac * (b - a)).astype(values.dtype)], axis=0)
+
+    def hold(values: np.ndarray, zero: bool = False) -> np.ndarray:
+        tail = np.zeros_like(values[-1:]) if zero else values[-1:]
+        return np.concatenate([values, np.repeat(tail, steps - 1, axis=0)], axis=0)
+
+    pd_targets = ramp(data.pd_targets)
+    rate = np.repeat(((first - last) / (steps * data.dt))[None].astype(data.joint_vel.dtype), steps - 1, axis=0)
+    extended = ReplayData(
+        source=data.source, dt=data.dt, joint_names=list(data.joint_names),
+        joint_pos=ramp(data.joint_pos), joint_vel=np.concatenate([data.joint_vel, rate], axis=0),
+        joint_effort=ramp(data.joint_effort), pd_targets=pd_targets,
+        pd_target_vel=trajectory_velocities(pd_targets, data.dt), joint_torques=ramp(data.joint_torques),
+        root_pos=hold(data.root_pos), root_quat=hold(data.root_quat),
+        root_lin_vel=hold(data.root_lin_vel, zero=True), root_ang_vel=hold(data.root_ang_vel, zero=True))
+    return extended, steps - 1
+
+
 def load_replay_data(run: RunDir, prefer: str = "tracked") -> ReplayData:
     """tracked.npz if present (and ``prefer`` is "tracked"), else reference.npz."""
     if prefer not in ("tracked", "reference"):

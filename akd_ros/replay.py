@@ -49,6 +49,7 @@ from akd_core.robot import load_urdf
 from akd_core.rundir import ROBOT_URDF, RunDir
 
 from .convert import (
+    LOOP_RETURN_SPEED_RATIO,
     NS_PER_S,
     ReplayData,
     float64_array_msg,
@@ -59,6 +60,7 @@ from .convert import (
     parse_remap,
     robot_description_xml,
     time_msg,
+    with_loop_return,
 )
 from .safety import JointLimits, command_violations, refuse_unsafe
 
@@ -182,8 +184,16 @@ class RunReplayer:
                               f"actuated joints of {urdf_path} ({robot.joint_names}); re-create the run")
         self.period_s = options.period_s(data.dt)
         self.period_ns = int(round(self.period_s * NS_PER_S))
-        check_replay_safety(data, JointLimits.from_robot(robot, data.joint_names), options, str(run.path),
-                            node.get_logger().warning)
+        limits = JointLimits.from_robot(robot, data.joint_names)
+        if options.loop:
+            clip_samples = data.num_samples
+            self.data = data = with_loop_return(data, limits.velocity)[0]
+            if data.num_samples > clip_samples:
+                node.get_logger().info(
+                    f"looping: each cycle ends with a {data.num_samples - clip_samples}-sample return "
+                    f"({(data.num_samples - clip_samples) * data.dt:.2f} s at <= {LOOP_RETURN_SPEED_RATIO:g} x the "
+                    f"velocity limits) from the last sample to the first; the root holds its pose meanwhile")
+        check_replay_safety(data, limits, options, str(run.path), node.get_logger().warning)
         remap = parse_remap(options.joint_name_remap, data.joint_names)
         self.joint_names = [remap.get(n, n) for n in data.joint_names]
         self.root_link = robot.root_link

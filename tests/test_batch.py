@@ -110,3 +110,16 @@ def test_ray_backend_without_ray_is_a_clear_error(tmp_path, monkeypatch):
 
     with pytest.raises(DependencyError, match="pip install"):
         run_batch(sweep, backend="ray", progress=False)
+
+
+def test_summary_table_lists_every_dataset_written():
+    from akd_core.batch import summary_table
+
+    summary = {"runs": [{"name": "a1__trot__seed0", "status": "done", "link_pos_err_m": 0.1, "seconds": 3.0},
+                        {"name": "bad__trot__seed0", "status": "failed", "error": "no legs found"}],
+               "jobs": 2, "succeeded": 1, "sweep_out": "out",
+               "datasets": {"hdf5": ["out/dataset/dataset.hdf5"],
+                            "lerobot": ["out/dataset/lerobot_a1", "out/dataset/lerobot_quadruped"]}}
+    table = summary_table(summary)
+    assert "out/dataset/lerobot_a1, out/dataset/lerobot_quadruped" in table
+    assert "1 of 2 runs succeeded" in table and "no legs found" in table

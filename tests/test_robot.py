@@ -213,3 +213,17 @@ def test_missing_inertials_get_defaults_with_warning(tmp_path):
 def test_errors_are_akd_errors():
     for cls in (URDFError, MeshNotFoundError, KinematicTreeError, InertiaError, JointLimitError):
         assert issubclass(cls, AKDError)
+
+
+def test_cli_output_piped_into_a_reader_that_stops_early_is_not_an_error():
+    """`akd robots info ... --json | head -c 50`: the closed pipe ends akd quietly with status 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "akd_core.cli", "robots", "info", "quadruped", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = proc.stdout.read(50)
+    proc.stdout.close()  # the reader leaves before akd has written everything
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert head.startswith(b"{") and "Traceback" not in stderr and "BrokenPipe" not in stderr

@@ -26,6 +26,7 @@ from akd_ros.convert import (  # noqa: E402
     parse_remap,
     robot_description_xml,
     trajectory_velocities,
+    with_loop_return,
 )
 from akd_ros.safety import JointLimits, command_violations, refuse_unsafe, step_velocities  # noqa: E402
 
@@ -157,3 +158,28 @@ def test_reference_only_run_replays_the_reference(tmp_path):
     assert data.joint_torques is None and data.joint_effort is None
     np.testing.assert_array_equal(data.pd_targets, motion.joint_pos)
     assert not run.file(TRACKED).exists()
+
+
+def test_loop_return_brings_every_joint_back_within_the_velocity_limits(run, limits):
+    data = load_replay_data(run)  # 60 samples of a 1.5 Hz swing: the wrap-around jump alone is refused
+    assert [v for v in command_violations(limits, data.dt, data.pd_targets, data.pd_target_vel,
+                                          data.joint_torques, loop=True) if "looping" in v.stream]
+    looped, extra = with_loop_return(data, limits.velocity)
+    assert extra > 0 and looped.num_samples == data.num_samples + extra
+    assert command_violations(limits, looped.dt, looped.pd_targets, looped.pd_target_vel, looped.joint_torques,
+                              loop=True) == []
+    steps = step_velocities(looped.pd_targets, looped.dt, loop=True)[data.num_samples - 1:]  # return + wrap
+    assert np.all(np.abs(steps) <= 0.5 * limits.velocity + 1e-6)
+    np.testing.assert_allclose(looped.pd_targets[:data.num_samples], data.pd_targets)  # the clip is unchanged
+    # the slowest joint sets the duration (whole samples): one sample fewer would exceed the allowed speed
+    ratio = np.abs(data.pd_targets[0] - data.pd_targets[-1]) / (0.5 * limits.velocity * (extra + 1) * data.dt)
+    assert extra / (extra + 1) < ratio.max() <= 1.0 + 1e-6
+    np.testing.assert_allclose(looped.joint_vel[data.num_samples:], steps[1:], rtol=1e-5, atol=1e-6)
+    assert np.all(looped.root_lin_vel[data.num_samples:] == 0)
+    np.testing.assert_allclose(looped.root_pos[data.num_samples:], np.repeat(data.root_pos[-1:], extra, 0))
+    assert np.all(looped.pd_target_vel[-1] == 0)  # the trajectory of a pass still ends at rest
+    # a clip whose ends already meet needs no return
+    closed = load_replay_data(run)
+    closed.pd_targets = closed.pd_targets.copy()
+    closed.pd_targets[-1] = closed.pd_targets[0]
+    assert with_loop_return(closed, limits.velocity)[1] == 0

@@ -122,8 +122,8 @@ def test_robot_description_uses_file_uris_for_meshes(replay_session):
 
 
 def test_late_subscriber_still_gets_robot_description(tmp_path):
-    # a reference-only run (replays reference.npz), one whole 2 Hz cycle so looping does not jump
-    run = make_run(tmp_path / "run", dt=DT, steps=50, tracked=False, freq_hz=2.0)
+    # a reference-only run (replays reference.npz) that is not a whole cycle: looping adds the return segment
+    run = make_run(tmp_path / "run", dt=DT, steps=50, tracked=False, freq_hz=1.5)
     env = ros_env(tmp_path)
     node = start(replay_args(run.path, loop=True), env, tmp_path / "node.log")
     try:
@@ -144,6 +144,7 @@ def test_late_subscriber_still_gets_robot_description(tmp_path):
     assert rec["/robot_description"][0]["data"].lstrip().startswith("<?xml")
     assert len(rec["/joint_states"]) >= 5 and rec["/joint_states"][0]["effort"] == []  # reference: no torques
     assert rc == 0, (tmp_path / "node.log").read_text()
+    assert "sample return" in (tmp_path / "node.log").read_text()
 
 
 def _unsafe_run(path: Path) -> tuple[Path, float]:
