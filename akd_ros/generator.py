@@ -37,6 +37,7 @@ from .replay import (
     RunReplayer,
     declare_replay_parameters,
     replay_options_from_parameters,
+    stop_on_sigint,
 )
 from .replay import parameter_names as replay_parameter_names
 
@@ -205,6 +206,7 @@ def run_generator_node(overrides: dict[str, Any] | None = None, args: list[str] 
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``akd_generator`` (``akd_generator --ros-args -p robot:=quadruped -p prompt:='...'``)."""
+    stop_on_sigint()
     try:
         run_generator_node(None, sys.argv if args is None else args)
     except AKDError as exc:

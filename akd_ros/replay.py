@@ -25,6 +25,7 @@ with a :class:`~akd_core.errors.JointLimitError` (exit code 2) unless ``allow_un
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import threading
 import time
@@ -358,6 +359,18 @@ def spin_replay(node: ReplayNode, executor: SingleThreadedExecutor) -> None:
         executor.spin_once(timeout_sec=min(0.1, max(0.0, end - time.monotonic())))
 
 
+def stop_on_sigint() -> None:
+    """Make SIGINT stop this process even when it was started with SIGINT ignored.
+
+    A process launched in the background of a non-interactive shell (`cmd &`, nohup, some CI runners and
+    supervisors) inherits SIGINT as *ignored*; Python then installs no KeyboardInterrupt handler and Ctrl-C or
+    `ros2 launch`'s shutdown signal would leave the node running. Called by our console scripts (processes we
+    own) before rclpy.init, so rclpy's handler takes over as usual. A handler someone installed is left alone.
+    """
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_replay_node(options: ReplayOptions, args: list[str] | None = None) -> None:
     """Run one replay node in its own rclpy context until it finishes; AKDError propagates to the caller.
 
@@ -405,6 +418,7 @@ def replay_run(run_dir: str | Path, rate: float | None = None, loop: bool = Fals
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``akd_replay`` (``akd_replay --ros-args -p run_dir:=RUN [-p loop:=true] ...``)."""
+    stop_on_sigint()
     try:
         run_replay_node(ReplayOptions(), sys.argv if args is None else args)
     except AKDError as exc:

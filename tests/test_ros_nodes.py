@@ -219,3 +219,19 @@ def test_generator_service_runs_the_pipeline_then_replays(tmp_path):
     np.testing.assert_array_equal([m["position"] for m in result["topics"]["/joint_states"]],
                                   tracked.joint_pos.astype(np.float64))
     assert rc == 0, log
+
+
+def test_looping_replay_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_path):
+    """`akd_replay ... &` from a script (or nohup, some CI runners) starts with SIGINT ignored; Ctrl-C and
+    ros2 launch's shutdown signal must still stop the node cleanly."""
+    run = make_run(tmp_path / "run", dt=DT, steps=50, tracked=False)
+    log = tmp_path / "node.log"
+    node = subprocess.Popen([PYTHON, *replay_args(run.path, loop=True)], cwd=REPO, env=ros_env(tmp_path),
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 30
+    while "replaying" not in log.read_text():
+        assert node.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    node.send_signal(signal.SIGINT)
+    assert _finish(node, 15) == 0, log.read_text()
