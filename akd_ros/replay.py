@@ -187,13 +187,13 @@ class RunReplayer:
         self.period_ns = int(round(self.period_s * NS_PER_S))
         limits = JointLimits.from_robot(robot, data.joint_names)
         if options.loop:
-            clip_samples = data.num_samples
-            self.data = data = with_loop_return(data, limits.velocity)[0]
-            if data.num_samples > clip_samples:
+            data, extra = with_loop_return(data, limits.velocity)
+            self.data = data
+            if extra:
                 node.get_logger().info(
-                    f"looping: each cycle ends with a {data.num_samples - clip_samples}-sample return "
-                    f"({(data.num_samples - clip_samples) * data.dt:.2f} s at <= {LOOP_RETURN_SPEED_RATIO:g} x the "
-                    f"velocity limits) from the last sample to the first; the root holds its pose meanwhile")
+                    f"looping: each cycle ends with a {extra}-sample return ({extra * data.dt:.2f} s at <= "
+                    f"{LOOP_RETURN_SPEED_RATIO:g} x the velocity limits) from the last sample to the first; "
+                    f"the root holds its pose meanwhile")
         check_replay_safety(data, limits, options, str(run.path), node.get_logger().warning)
         remap = parse_remap(options.joint_name_remap, data.joint_names)
         self.joint_names = [remap.get(n, n) for n in data.joint_names]
