@@ -385,9 +385,14 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
     q_final, err = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot[None],
                             centres=centres, radius=radius, iterations=200)
     if err > 1e-3:
+        leg_joints = [n for leg in legs for n in leg.joint_names]
+        index = {n: i for i, n in enumerate(robot.joint_names)}
+        locked = [n for n in leg_joints if robot.upper[index[n]] <= robot.lower[index[n]]]
+        hint = (f"; leg joints {locked} have lower == upper in the URDF (locked): give them their real range"
+                if locked else "")
         raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
                           f"the ground at body height {height:.3f} m (IK error {err * 1000:.1f} mm within the "
-                          "joint limits); check the foot links (--feet) or the URDF joint limits")
+                          f"joint limits); check the foot links (--feet) or the URDF joint limits{hint}")
     return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
                   feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
                   centres=centres, stride_room=float(rooms[best]))
@@ -455,7 +460,7 @@ def _pick_bends(robot: Robot, legs: Sequence[Leg], candidates: np.ndarray, error
     """
     dof = {n: i for i, n in enumerate(robot.joint_names)}
     span = robot.upper - robot.lower
-    finite = np.isfinite(span)
+    finite = np.isfinite(span) & (span > 0)  # a joint locked by its limits (lower == upper) has no margin to keep
     margins = np.where(finite, np.minimum(candidates - robot.lower, robot.upper - candidates)
                        / np.where(finite, span, 1.0), 0.5)  # (B, J)
     q_out = candidates[0].copy()

@@ -25,6 +25,7 @@ EXAMPLE_ROBOTS = {
     "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",
     "hyq": "hyq_description/robots/hyq_no_sensors.urdf",
     "talos": "talos_data/robots/talos_reduced.urdf",
+    "erd_quadruped": "quadruped_description/urdf/quadruped.urdf",  # knees locked by their limits (0, 0)
 }
 
 

@@ -128,6 +128,13 @@ def test_feet_override(a1_urdf):
 
 
 # ----------------------------------------------------------------------------- stance
+def test_a_robot_with_locked_knees_cannot_stand_and_says_which_joints():
+    # example-robot-data's "quadroped": 2-DoF legs whose knee limits are lower == upper == 0
+    robot = load_robot(example_robot_urdf("erd_quadruped"), [str(example_robot_data_dir().parent)])
+    with pytest.raises(MotionError, match=r"cannot stand .*leg joints \[.*'FL_KFE'.*\] have lower == upper"):
+        stance_pose(robot, find_legs(robot))
+
+
 def test_stance_pose_stands_on_the_ground_within_limits(a1_urdf):
     robot = load_robot(a1_urdf)
     legs = find_legs(robot)
