@@ -161,6 +161,9 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     width = max(len(r[0]) for r in rows) + 2
     lines = ["", f"AKD run: {run.path}  robot={manifest.get('robot')}  prompt={manifest.get('prompt')!r}", ""]
     lines += [f"  {a:<{width}}{b:>18}{c:>18}" for a, b, c in rows]
+    if track.get("selected_targets") == "naive":
+        lines.append("  (the optimisation did not improve on the naive replay: its PD targets, the reference angles, "
+                     "were kept)")
     lines.append("")
     lines.append(f"  reference: foot skating {_fmt(motion.get('foot_skate_mps'), ' m/s')}, "
                  f"penetration {_fmt(motion.get('penetration_m'), ' m')}")

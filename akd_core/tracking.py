@@ -1013,9 +1013,22 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
                                                              "windows": 0, "early_stops": 0}
     result = simulate(problem, pd_targets, qd0)
     tracked = to_tracked(problem, result, pd_targets)
-    tracked.naive = naive
     metrics = tracking_metrics(problem, tracked, result.torque_peak, result.diverged_at)
+    selected = "optimised"
+    naive_in_limits = np.allclose(rate_limited(torch.as_tensor(naive_targets), max_target_step(problem)).numpy(),
+                                  naive_targets)
+    if naive_in_limits and _tracks_better(naive_metrics, metrics):
+        # the windows are optimised greedily, so the whole-clip rollout can end up worse than plain PD replay
+        # (a few iterations, a hard gait): never hand the user targets that track worse than the reference itself
+        log.warning("the optimised PD targets track worse than the naive replay (link error %.3f m vs %.3f m%s); "
+                    "keeping the naive targets (the reference angles). More --iterations or a slower gait may help.",
+                    metrics["link_pos_err_m"], naive_metrics["link_pos_err_m"],
+                    ", and they fall" if metrics["fell"] and not naive_metrics["fell"] else "")
+        selected, metrics = "naive", naive_metrics
+        tracked = to_tracked(problem, naive_result, naive_targets)
+    tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
+    out["selected_targets"] = selected
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     out.update({"iterations": info["iterations"], "iterations_per_window": iterations,
                 "windows": info["windows"], "early_stopped_windows": info["early_stops"],
@@ -1029,6 +1042,11 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     if metrics["fell"]:
         log.warning(fall_warning(metrics))
     return tracked, out
+
+
+def _tracks_better(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether rollout metrics ``a`` track strictly better than ``b``: upright first, then link position error."""
+    return (bool(a["fell"]), float(a["link_pos_err_m"])) < (bool(b["fell"]), float(b["link_pos_err_m"]))
 
 
 def fall_warning(metrics: dict[str, Any]) -> str:

@@ -145,6 +145,7 @@ def test_optimised_tracking_beats_naive_within_effort_limits(a1):
     motion = trot_in_place(a1, duration=0.5)
     tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=3), progress=False)
     assert metrics["link_pos_err_m"] < metrics["naive_link_pos_err_m"]
+    assert metrics["selected_targets"] == "optimised"
     assert not metrics["fell"] and not metrics["naive_fell"]
     effort = np.asarray(a1.effort_limit)
     assert np.all(np.abs(tracked.joint_torques) <= effort + 1e-4)
@@ -155,6 +156,28 @@ def test_optimised_tracking_beats_naive_within_effort_limits(a1):
     assert np.all(tracked.pd_targets >= a1.lower - 1e-6) and np.all(tracked.pd_targets <= a1.upper + 1e-6)
     target_rate = np.abs(np.diff(tracked.pd_targets, axis=0)) * motion.fps
     assert np.all(target_rate <= a1.velocity_limit + 1e-4), "PD targets ask for more than the URDF velocity limit"
+
+
+def test_optimised_targets_that_track_worse_than_naive_are_not_kept(a1, monkeypatch, caplog):
+    """If the (greedy, windowed) optimisation ends worse than plain PD replay of the reference, the reference
+    angles are kept as the PD targets, and the metrics and log say so."""
+    motion = trot_in_place(a1, duration=0.4)
+
+    def bad_optimise(problem, iterations, checkpoint=None, progress=True, callback=None, time_budget_s=None):
+        # targets with the thighs swung 0.3 rad off the reference (within position and velocity limits)
+        j = [a1.joint_names.index(n) for n in a1.joint_names if "thigh" in n]
+        targets = problem.reference.joint_pos.astype(np.float32).copy()
+        targets[:, j] = np.clip(targets[:, j] + 0.3, a1.lower[j], a1.upper[j])
+        return targets, problem.qd0, {"iterations": 1, "best_loss": 1.0, "history": [], "windows": 1,
+                                      "early_stops": 0}
+
+    monkeypatch.setattr(T, "optimise", bad_optimise)
+    with caplog.at_level("WARNING"):
+        tracked, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=1), progress=False)
+    assert metrics["selected_targets"] == "naive" and "keeping the naive targets" in caplog.text
+    assert metrics["link_pos_err_m"] == metrics["naive_link_pos_err_m"]
+    np.testing.assert_allclose(tracked.pd_targets, motion.joint_pos, atol=1e-6)
+    assert tracked.naive is not None and tracked.naive is not tracked
 
 
 def test_rate_limit_projection_bounds_steps_and_keeps_slow_sequences():
