@@ -46,6 +46,7 @@ GRAVITY = 9.81
 FALL_TILT_DEG = 60.0
 FALL_HEIGHT_FRACTION = 0.5
 SATURATION_FRACTION = 0.99
+STABILITY_RETRIES = 2  # halve sim_dt up to this many times when the naive replay's simulation blows up
 DEFAULT_CPU_BUDGET_S = 150.0  # optimisation wall time of `akd track` on CPU when --iterations is not given
 
 
@@ -1000,6 +1001,16 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     iterations = cfg.iterations if cfg.iterations is not None else default_iterations(problem.sim.device)
     naive_targets = problem.reference.joint_pos.astype(np.float32)
     naive_result = simulate(problem, naive_targets)
+    for _ in range(STABILITY_RETRIES):
+        if naive_result.diverged_at is None:
+            break
+        # Explicit contact damping and PD on very light links (e.g. go2's 40 g feet) can be unstable at 1 ms even
+        # while the robot just stands: halve the step rather than hand back a blown-up rollout.
+        finer = dataclasses.replace(cfg, sim_dt=problem.sim.sim_dt / 2)
+        log.warning("the naive replay's simulation blew up at sim_dt %.2g s (stiff contact or PD on light links); "
+                    "retrying at %.2g s", problem.sim.sim_dt, finer.sim_dt)
+        cfg, problem = finer, build_problem(robot, motion, finer)
+        naive_result = simulate(problem, naive_targets)
     naive = to_tracked(problem, naive_result, naive_targets)
     naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak, naive_result.diverged_at)
     budget = cfg.time_budget_s

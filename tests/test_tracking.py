@@ -3,6 +3,8 @@ effort limits, the track stage's files and checkpoint resume."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -178,6 +180,28 @@ def test_optimised_targets_that_track_worse_than_naive_are_not_kept(a1, monkeypa
     assert metrics["link_pos_err_m"] == metrics["naive_link_pos_err_m"]
     np.testing.assert_allclose(tracked.pd_targets, motion.joint_pos, atol=1e-6)
     assert tracked.naive is not None and tracked.naive is not tracked
+
+
+def test_a_blown_up_naive_simulation_is_retried_with_a_finer_step(a1, monkeypatch, caplog):
+    """go2's 40 g feet blow the 1 ms simulation up on some trots; track_motion then halves sim_dt (here the blow-up
+    is reported by the real simulator wrapped to fail at 1 ms)."""
+    motion = trot_in_place(a1, duration=0.3)
+    real_simulate = T.simulate
+    steps_seen = []
+
+    def simulate_failing_at_1ms(problem, targets, qd0=None):
+        result = real_simulate(problem, targets, qd0)
+        steps_seen.append(problem.sim.sim_dt)
+        if problem.sim.sim_dt > 0.9e-3:
+            result = dataclasses.replace(result, diverged_at=5)
+        return result
+
+    monkeypatch.setattr(T, "simulate", simulate_failing_at_1ms)
+    with caplog.at_level("WARNING"):
+        _, metrics = T.track_motion(a1, motion, T.TrackingConfig(iterations=0), progress=False)
+    assert "retrying at 0.0005 s" in caplog.text
+    assert metrics["sim_dt_s"] == pytest.approx(5e-4) and not metrics["naive_diverged"] and not metrics["fell"]
+    assert steps_seen[:2] == [pytest.approx(1e-3), pytest.approx(5e-4)]
 
 
 def test_rate_limit_projection_bounds_steps_and_keeps_slow_sequences():
