@@ -8,6 +8,8 @@ depth, not its number of links. Gradients flow to the root pose and the joint an
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -151,7 +153,8 @@ def geometry_corners(robot: Robot, use: str = "collision") -> tuple[np.ndarray, 
     """Representative points of every link's geometry in its link frame: (link_idx (P,), points (P,3)).
 
     Boxes give their 8 corners; cylinders/capsules 16 rim points (+ hemispheres' poles); spheres 6 poles;
-    meshes their bounding-box corners. Used for ground losses, lowest-point queries and camera framing.
+    meshes their convex hull's extreme vertices along 128 directions. Used for ground losses, lowest-point
+    queries and camera framing.
     """
     idx, pts = [], []
     for li, link in enumerate(robot.links):
@@ -186,14 +189,36 @@ def _shape_points(geom) -> np.ndarray | None:
         r = geom.size[0]
         return np.array([[r, 0, 0], [-r, 0, 0], [0, r, 0], [0, -r, 0], [0, 0, r], [0, 0, -r]], dtype=np.float64)
     if geom.kind == "mesh" and geom.mesh_path is not None:
-        import trimesh
-
-        try:
-            mesh = trimesh.load(geom.mesh_path, force="mesh")
-        except Exception:  # unreadable mesh: skip, geometry points are best-effort
-            return None
-        lo, hi = mesh.bounds * np.asarray(geom.size)
-        lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-        centre, half = (lo + hi) / 2, (hi - lo) / 2
-        return centre + signs * half
+        points = _mesh_points(str(geom.mesh_path), tuple(float(v) for v in np.asarray(geom.size).ravel()))
+        return None if points is None else points.copy()
     return None
+
+
+MESH_POINT_DIRECTIONS = 128  # a mesh is represented by its extreme vertices along this many directions
+
+
+@functools.lru_cache(maxsize=256)
+def _mesh_points(path: str, scale: tuple[float, ...]) -> np.ndarray | None:
+    """Vertices of the (scaled) mesh's convex hull that are extreme along MESH_POINT_DIRECTIONS directions.
+
+    Bounding-box corners (the first version) lie outside a slanted or tapered mesh: g1's inclined shin put a box
+    corner 9 mm below the ground while the shin itself was above it. Extreme hull vertices are real surface
+    points; the lowest one in any orientation is within ~1 % of the mesh radius of the true lowest point.
+    """
+    import trimesh
+
+    try:
+        mesh = trimesh.load(path, force="mesh")
+        vertices = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale)
+        hull = trimesh.Trimesh(vertices=vertices).convex_hull.vertices if len(vertices) > 4 else vertices
+    except Exception:  # unreadable or degenerate mesh: skip, geometry points are best-effort
+        return None
+    hull = np.asarray(hull, dtype=np.float64)
+    if len(hull) <= MESH_POINT_DIRECTIONS:
+        return hull
+    k = np.arange(MESH_POINT_DIRECTIONS) + 0.5  # Fibonacci sphere directions
+    z = 1 - 2 * k / MESH_POINT_DIRECTIONS
+    phi = np.pi * (1 + 5 ** 0.5) * k
+    r = np.sqrt(1 - z * z)
+    directions = np.stack([r * np.cos(phi), r * np.sin(phi), z], -1)
+    return hull[np.unique(np.argmax(hull @ directions.T, axis=0))]

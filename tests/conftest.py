@@ -26,6 +26,13 @@ EXAMPLE_ROBOTS = {
     "hyq": "hyq_description/robots/hyq_no_sensors.urdf",
     "talos": "talos_data/robots/talos_reduced.urdf",
     "erd_quadruped": "quadruped_description/urdf/quadruped.urdf",  # knees locked by their limits (0, 0)
+    "anymal_b": "anymal_b_simple_description/robots/anymal.urdf",
+    "b1": "b1_description/urdf/b1.urdf",
+    "go1": "go1_description/urdf/go1.urdf",
+    "laikago": "laikago_description/urdf/laikago.urdf",
+    "solo": "solo_description/robots/solo.urdf",
+    "bolt": "bolt_description/robots/bolt.urdf",
+    "g1": "g1_description/urdf/g1_29dof_rev_1_0.urdf",
 }
 
 

@@ -212,6 +212,26 @@ def test_representative_gaits_on_other_robots(name, pattern):
     _assert_quality(robot, generate_gait_result(robot, GaitSpec(pattern, speed=speed), 1.2, 50, legs))
 
 
+@pytest.mark.parametrize("name, prompt", [
+    ("anymal_b", "trot forward"), ("anymal_c", "trot forward"), ("b1", "trot forward"), ("go1", "trot forward"),
+    ("go2", "trot forward"), ("laikago", "trot forward"), ("hyq", "trot forward"), ("solo", "trot forward"),
+    ("bolt", "walk forward"), pytest.param("g1", "walk forward", marks=pytest.mark.slow),  # g1: ~50 s
+    ("talos", "walk forward")])
+def test_akd_gait_on_more_real_robots(tmp_path, name, prompt):
+    """What `akd gait --robot URDF --prompt ...` does on robots AKD was not developed on (example-robot-data)."""
+    run = RunDir(tmp_path / name, create=True)
+    stage_gait(run, robot_spec=str(example_robot_urdf(name)), prompt=prompt, duration=1.2, fps=50,
+               package_paths=[str(example_robot_data_dir().parent.parent)], preview=False)
+    robot = load_robot(run.file("robot.urdf"))
+    motion = Motion.load(run.file("reference.npz"), robot)
+    m = _quality(robot, motion)
+    label = f"{name}: {m}"
+    assert m["foot_skate_mps"] < 0.01 and m["penetration_m"] < 2e-3, label
+    assert m["joint_limit_violation_rad"] <= 1e-6 and m["joint_velocity_ratio"] <= 0.75 + 1e-6, label
+    assert m["speed_mps"] > 0.2, label  # it really moves forward
+    motion.validate(robot)
+
+
 def test_walking_and_galloping_differ_in_duty_factor_and_speed(a1_clips):
     robot, _legs, clips = a1_clips
     walk, gallop = _quality(robot, clips["walk"].motion), _quality(robot, clips["gallop"].motion)

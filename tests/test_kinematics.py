@@ -160,3 +160,29 @@ def test_fk_is_batched_and_float32_by_default():
                   torch.zeros(frames, robot.num_dofs))
     assert pos.shape == (frames, len(robot.links), 3) and rot.shape == (frames, len(robot.links), 3, 3)
     assert pos.dtype == torch.float32
+
+
+def test_mesh_geometry_points_are_real_surface_points_that_find_the_lowest_point(tmp_path):
+    """A slanted mesh's lowest point comes from its hull vertices, not from bounding-box corners outside it."""
+    import trimesh
+
+    from akd_core.kinematics import _mesh_points
+
+    shin = trimesh.creation.cylinder(radius=0.03, height=0.3, sections=64)  # 130 vertices, > 128 directions
+    path = tmp_path / "shin.stl"
+    shin.export(path)
+    points = _mesh_points(str(path), (1.0, 1.0, 1.0))
+    hull = shin.convex_hull.vertices
+    assert len(points) <= 128
+    assert np.min(np.abs(points[:, None, :] - hull[None]).sum(-1), axis=1).max() < 1e-5  # every point is a vertex
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # any orientation: lowest sampled point within 1 % of the radius-ish scale of the truth
+        q = rng.normal(size=4)
+        rot = trimesh.transformations.quaternion_matrix(q / np.linalg.norm(q))[:3, :3]
+        true_low = (hull @ rot.T)[:, 2].min()
+        low = (points @ rot.T)[:, 2].min()
+        assert true_low - 1e-6 <= low <= true_low + 0.01 * 0.15  # (STL stores float32)
+    box_corner_low = (np.array([[sx * 0.03, sy * 0.03, sz * 0.15] for sx in (-1, 1) for sy in (-1, 1)
+                                for sz in (-1, 1)]) @ rot.T)[:, 2].min()
+    assert box_corner_low < true_low - 1e-3  # what bounding-box corners would have claimed
+    assert np.allclose(_mesh_points(str(path), (2.0, 2.0, 2.0)), 2.0 * points)
