@@ -170,7 +170,7 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     if cross:
         verdict = "PASS" if cross.get("passed") else "FAIL"
         lines.append(f"  Newton vs MuJoCo: joint RMSE {_fmt(cross.get('joint_rmse_rad'), ' rad')} "
-                     f"(threshold {_fmt(cross.get('threshold', cross.get('threshold_rad')), ' rad')}), root drift "
+                     f"(threshold {_fmt(cross.get('threshold'), ' rad')}), root drift "
                      f"{_fmt(cross.get('root_pos_drift_m'), ' m')} -> {verdict}")
     lines.append("")
     lines.append("  files:")
