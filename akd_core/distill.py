@@ -13,6 +13,10 @@ L_smooth is the mean absolute temporal Laplacian of all parameters; L_ground the
 link-geometry corners below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
 half (the prior's TimestepSchedule). Joint angles are projected into the URDF limits after every
 Adam step. Checkpoints (parameters, optimiser and RNG state) make a killed run resume exactly.
+
+Each iteration looks at the clip through a :class:`RenderView`: the camera (``follow``, the paper's; ``fixed``;
+or ``orbit``, a random direction per iteration so every leg gets seen) and an optional coarse-to-fine render
+blur. The prior is told the view (``prior.set_view``); the oracle uses it to render its target identically.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from .rundir import REFERENCE, ROBOT_URDF, RunDir
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
+CAMERA_MODES = ("follow", "fixed", "orbit")
 VIDEO_FPS = 8.0  # CogVideoX generates 8 frames per second (49 frames = 6 s)
 
 
@@ -56,10 +61,20 @@ class DistillConfig:
     width: int | None = None  # None: the prior's resolution
     height: int | None = None
     n_gaussians: int = 6000
-    camera: str = "follow"  # follow: re-framed every iteration (paper); fixed: framed once on the init
+    # follow: re-framed on the asset every iteration (paper); fixed: framed once; orbit: re-framed every iteration
+    # from a random azimuth in [-180, 180) and elevation in camera_elevation_range (multi-view: hidden legs seen)
+    camera: str = "follow"
     camera_azimuth_deg: float = -70.0  # direction of the camera from the asset (-90: its right side)
     camera_elevation_deg: float = 20.0
+    camera_elevation_range: tuple[float, float] = (10.0, 40.0)  # orbit only
     camera_margin: float = 1.4  # framing: bounding sphere radius x margin fills the narrower field of view
+    # coarse to fine: the render is blurred with a Gaussian of blur_px pixels that shrinks linearly to 0 at
+    # blur_until x iterations (wide basins first: a leg far from its target still overlaps it when blurred)
+    blur_px: float = 0.0
+    blur_until: float = 0.6
+    # learning rates fall linearly from 1x to lr_final x over the last (1 - lr_decay_start) of the iterations
+    lr_final: float = 1.0
+    lr_decay_start: float = 0.6
     backend: str = "auto"
     checkpoint_every: int = 25
     video_every: int = 100
@@ -68,8 +83,26 @@ class DistillConfig:
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ConfigError(f"--iterations must be >= 1, got {self.iterations}")
-        if self.camera not in ("follow", "fixed"):
-            raise ConfigError(f"camera must be 'follow' or 'fixed', got {self.camera!r}")
+        if self.camera not in CAMERA_MODES:
+            raise ConfigError(f"camera must be one of {', '.join(CAMERA_MODES)}, got {self.camera!r}")
+        lo, hi = self.camera_elevation_range
+        if not -89.0 <= lo <= hi <= 89.0:
+            raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
+        if self.blur_px < 0 or not 0.0 < self.blur_until <= 1.0:
+            raise ConfigError(f"blur_px must be >= 0 and blur_until in (0, 1], got {self.blur_px}, {self.blur_until}")
+        if not 0.0 < self.lr_final <= 1.0 or not 0.0 <= self.lr_decay_start < 1.0:
+            raise ConfigError(f"lr_final must be in (0, 1] and lr_decay_start in [0, 1), got {self.lr_final}, "
+                              f"{self.lr_decay_start}")
+
+    def blur_at(self, step: int) -> float:
+        """Render blur (pixels) at iteration ``step``: blur_px falling linearly to 0 at blur_until x iterations."""
+        return self.blur_px * max(0.0, 1.0 - step / (self.blur_until * self.iterations))
+
+    def lr_scale(self, step: int) -> float:
+        """Learning-rate multiplier at iteration ``step`` (1, then linear to lr_final)."""
+        start = self.lr_decay_start * self.iterations
+        progress = min(max((step - start) / max(self.iterations - start, 1.0), 0.0), 1.0)
+        return 1.0 + (self.lr_final - 1.0) * progress
 
 
 # ----------------------------------------------------------------------------- rotations
@@ -125,6 +158,19 @@ def ground_loss(corner_z: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- rendering the clip
+@dataclass(frozen=True)
+class RenderView:
+    """How one iteration looks at the clip: camera (viewmats (F, 4, 4), K (3, 3)) and render blur in pixels.
+
+    Priors receive it through ``prior.set_view(view)`` before scoring: text priors ignore it, the oracle
+    renders its target through the same view so both videos differ only by the motion.
+    """
+
+    viewmats: Tensor
+    K: Tensor
+    blur_px: float = 0.0
+
+
 class ClipRenderer:
     """Poses the robot's Gaussian asset with FK + LBS and renders it over the ground."""
 
@@ -148,11 +194,15 @@ class ClipRenderer:
     def pose(self, link_pos: Tensor, link_rot: Tensor) -> tuple[Tensor, Tensor]:
         return self.asset.pose(link_pos, link_rot)  # means (F,N,3), covars (F,N,3,3)
 
-    def camera(self, means: Tensor) -> tuple[Tensor, Tensor]:
+    def camera(self, means: Tensor, azimuth_deg: float | None = None,
+               elevation_deg: float | None = None) -> tuple[Tensor, Tensor]:
+        """Follow camera framed on ``means`` from the configured direction, or from the one given."""
         from .render import follow_camera
 
-        return follow_camera(means.detach(), self.width, self.height, azimuth_deg=self.azimuth_deg,
-                             elevation_deg=self.elevation_deg, margin=self.margin)
+        return follow_camera(means.detach(), self.width, self.height,
+                             azimuth_deg=self.azimuth_deg if azimuth_deg is None else azimuth_deg,
+                             elevation_deg=self.elevation_deg if elevation_deg is None else elevation_deg,
+                             margin=self.margin)
 
     def render(self, means: Tensor, covars: Tensor, viewmats: Tensor, K: Tensor) -> Tensor:
         from .render import render_video
@@ -161,6 +211,12 @@ class ClipRenderer:
         opacities = torch.as_tensor(self.asset.opacities, dtype=means.dtype)
         return render_video(means, covars, colors, opacities, viewmats, K, self.width, self.height,
                             backend=self.backend)
+
+    def render_view(self, means: Tensor, covars: Tensor, view: RenderView) -> Tensor:
+        """The frames an iteration scores: rendered from ``view``'s camera, blurred by its blur_px."""
+        from .render import gaussian_blur
+
+        return gaussian_blur(self.render(means, covars, view.viewmats, view.K), view.blur_px)
 
     def corners_z(self, link_pos: Tensor, link_rot: Tensor) -> Tensor:
         return ForwardKinematics.transform_points(link_pos, link_rot, self.corner_idx, self.corner_pts)[..., 2]
@@ -215,12 +271,14 @@ class DistillResult:
 
 def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_dir: Path | None = None,
             resume: bool = False, fixed_camera: tuple[Tensor, Tensor] | None = None,
-            progress: bool = True, max_steps: int | None = None) -> DistillResult:
+            progress: bool = True, max_steps: int | None = None, frame_on: Tensor | None = None) -> DistillResult:
     """Optimise ``init`` (at config.video_fps, prior frame count) under the prior; returns the distilled clip.
 
     out_dir receives checkpoint.pt, losses.csv and periodic videos; with ``resume`` the optimisation
     continues from the checkpoint there (same parameters, optimiser state and random stream).
     ``max_steps`` stops after that many iterations of this call (the schedule still spans ``iterations``).
+    ``frame_on`` (F, N, 3): Gaussian means the cameras are framed on instead of the current asset (the oracle
+    frames on its target so that both are seen through one camera).
     """
     width = config.width or prior.width
     height = config.height or prior.height
@@ -244,7 +302,19 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
     if camera is None and config.camera == "fixed":
         with torch.no_grad():
             means, _ = renderer.pose(*renderer.link_poses(params))
-        camera = renderer.camera(means)
+        camera = renderer.camera(frame_on if frame_on is not None else means)
+    base_lrs = [config.lr_joint, config.lr_root]  # the param-group order above
+
+    def view_at(step: int, means: Tensor) -> RenderView:
+        framing = frame_on if frame_on is not None else means
+        if config.camera == "orbit":  # drawn from the checkpointed generator: resumes see the same views
+            u = torch.rand(2, generator=generator).tolist()
+            lo, hi = config.camera_elevation_range
+            viewmats, K = renderer.camera(framing, azimuth_deg=360.0 * u[0] - 180.0,
+                                          elevation_deg=lo + (hi - lo) * u[1])
+        else:
+            viewmats, K = camera if camera is not None else renderer.camera(framing)
+        return RenderView(viewmats, K, config.blur_at(step))
 
     def save_checkpoint(iteration: int) -> None:
         if ckpt_path is None:
@@ -261,10 +331,13 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
     try:
         for iteration in bar:
             optimizer.zero_grad(set_to_none=True)
+            for group, lr in zip(optimizer.param_groups, base_lrs):
+                group["lr"] = lr * config.lr_scale(iteration)
             link_pos, link_rot = renderer.link_poses(params)
             means, covars = renderer.pose(link_pos, link_rot)
-            viewmats, K = camera if camera is not None else renderer.camera(means)
-            video = renderer.render(means, covars, viewmats, K)  # (F, 3, H, W)
+            view = view_at(iteration, means)
+            video = renderer.render_view(means, covars, view)  # (F, 3, H, W)
+            prior.set_view(view)
             sds, info = prior.sds_loss(video, iteration, config.iterations, generator)
             smooth = smoothness_loss(params.all_params())
             ground = ground_loss(renderer.corners_z(link_pos, link_rot))
@@ -273,7 +346,7 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             optimizer.step()
             params.project_to_limits()
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
-                   "ground": ground.item(), "timestep": int(info.get("timestep", -1))}
+                   "ground": ground.item(), "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
                             t=row["timestep"])
@@ -304,6 +377,25 @@ def render_motion(robot: Robot, motion: Motion, config: DistillConfig, width: in
         camera = camera if camera is not None else renderer.camera(means)
         video = renderer.render(means, covars, *camera)
     return video, camera
+
+
+def target_view_renderer(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int
+                         ) -> tuple[Tensor, Any, RenderView]:
+    """The oracle's target: posed Gaussian means (F, N, 3) to frame cameras on, a function view -> the target
+    rendered through that view, and the first iteration's view (configured camera framed on the target).
+
+    Uses the asset, seed and rasterizer that distillation renders with, so a motion equal to the target
+    renders identically through every view.
+    """
+    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
+    with torch.no_grad():
+        means, covars = renderer.pose(*renderer.link_poses(MotionParameters(motion, robot)))
+
+    @torch.no_grad()
+    def render_target(view: RenderView) -> Tensor:
+        return renderer.render_view(means, covars, view)
+
+    return means, render_target, RenderView(*renderer.camera(means), config.blur_at(0))
 
 
 def _view(config: DistillConfig) -> tuple[float, float, float]:
@@ -342,7 +434,7 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                   iterations: int | None = None, init: str = "gait", duration: float | None = None,
                   fps: float = 50.0, seed: int = 0, package_paths: tuple[str, ...] | list[str] = (),
                   resume: bool = False, prior_args: argparse.Namespace | None = None,
-                  config_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+                  config_overrides: dict[str, Any] | None = None, oracle_space: str = "latent") -> dict[str, Any]:
     """`akd distill`: writes RUN/robot.urdf, RUN/distill/*, RUN/reference.npz (at ``fps``) and the manifest."""
     from .prior import make_prior, make_prior_from_args
 
@@ -363,7 +455,8 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
             raise ConfigError("--prior oracle needs --target RUN0 (a run whose reference.npz is the motion to recover)")
         target_motion = Motion.load(RunDir(target).require(REFERENCE, "akd gait --out RUN0 ..."), robot)
     run_config = {"prior": prior, "video_model": str(video_model) if video_model else None, "init": init,
-                  "target": str(target) if target else None, **asdict(config)}
+                  "target": str(target) if target else None,
+                  "oracle_space": oracle_space if prior == "oracle" else None, **asdict(config)}
     run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
     with run.running_stage("distill", run_config) as metrics:
         robot.to_urdf(run.file(ROBOT_URDF))
@@ -377,18 +470,19 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         clip_seconds = (num_frames - 1) / config.video_fps
         init_motion = _initial_clip(robot, prompt, init, num_frames, config.video_fps, seed, target_motion,
                                     duration or clip_seconds)
-        fixed_camera = None
+        frame_on = None
         prior_obj = base_prior
         if target_motion is not None:
             from .prior import OracleVideoPrior
 
             target_clip = fit_clip(target_motion, num_frames, config.video_fps)
-            target_video, fixed_camera = render_motion(robot, target_clip, config, config.width or base_prior.width,
-                                                       config.height or base_prior.height)
-            prior_obj = OracleVideoPrior.from_prior(base_prior, target_video)
+            frame_on, render_target, first_view = target_view_renderer(
+                robot, target_clip, config, config.width or base_prior.width, config.height or base_prior.height)
+            prior_obj = OracleVideoPrior.from_prior(base_prior, render_target(first_view),
+                                                    target_renderer=render_target, space=oracle_space)
         out_dir = run.file("distill")
         out_dir.mkdir(exist_ok=True)
-        result = distill(robot, prior_obj, init_motion, config, out_dir, resume=resume, fixed_camera=fixed_camera)
+        result = distill(robot, prior_obj, init_motion, config, out_dir, resume=resume, frame_on=frame_on)
         motion = result.motion
         motion.prompt = prompt
         reference = motion.resample(fps)
@@ -444,6 +538,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="run directory")
     add_prior_arguments(parser)
     parser.add_argument("--target", type=Path, default=None, help="oracle prior: RUN0 whose reference.npz to recover")
+    parser.add_argument("--oracle-space", choices=("latent", "pixels"), default="latent",
+                        help="oracle prior: compare through the VAE (default) or on the rendered pixels")
     parser.add_argument("--iterations", type=int, default=None, help="default 10000 on CUDA (paper), 300 on CPU")
     parser.add_argument("--init", choices=("gait", "constant", "standing"), default="gait",
                         help="initial clip: gait library (default), constant forward velocity (paper), standing")
@@ -456,6 +552,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
     parser.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
+    parser.add_argument("--camera", choices=CAMERA_MODES, default=None,
+                        help="follow (default, paper): fixed direction, re-framed every iteration; fixed: framed once; "
+                             "orbit: a random direction every iteration (sees every leg)")
+    parser.add_argument("--camera-margin", type=float, default=None,
+                        help="framing: bounding-sphere radius x margin fills the view (default 1.4; smaller = closer)")
+    parser.add_argument("--blur-px", type=float, default=None,
+                        help="coarse to fine: blur renders by this many pixels, shrinking to 0 at 60%% of the run")
+    parser.add_argument("--lr-final", type=float, default=None,
+                        help="learning-rate multiplier reached at the end (linear decay over the last 40%%)")
 
 
 def cli(args: argparse.Namespace) -> int:
@@ -464,12 +569,14 @@ def cli(args: argparse.Namespace) -> int:
         raise RunDirError(f"--resume: no checkpoint in {run.file('distill')}; start without --resume")
     overrides = {k: v for k, v in (("lambda_smooth", args.lambda_smooth), ("lambda_ground", args.lambda_ground),
                                    ("n_gaussians", args.n_gaussians), ("width", args.width),
-                                   ("height", args.height), ("backend", args.backend)) if v is not None}
+                                   ("height", args.height), ("backend", args.backend), ("camera", args.camera),
+                                   ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),
+                                   ("lr_final", args.lr_final)) if v is not None}
     metrics = stage_distill(run, robot_spec=args.robot, prompt=args.prompt, prior=args.prior,
                             video_model=args.video_model, target=args.target, iterations=args.iterations,
                             init=args.init, fps=args.fps, seed=args.seed, package_paths=args.package_path,
                             resume=args.resume, prior_args=args if args.prior == "cogvideox" else None,
-                            config_overrides=overrides)
+                            config_overrides=overrides, oracle_space=args.oracle_space)
     print(f"wrote {run.file(REFERENCE)} (distilled; videos and checkpoints in {run.file('distill')})")
     for key, value in metrics.items():
         print(f"  {key}: {value}")

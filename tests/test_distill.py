@@ -17,6 +17,7 @@ from akd_core.distill import (
     smoothness_loss,
     stage_distill,
 )
+from akd_core.errors import ConfigError
 from akd_core.motion import Motion
 from akd_core.robot import load_robot
 from akd_core.rundir import RunDir
@@ -74,13 +75,15 @@ def test_tiny_cogvideox_runs_a_full_iteration_on_cpu(tmp_path):
     assert (tmp_path / "checkpoint.pt").exists() and (tmp_path / "losses.csv").exists()
 
 
-def test_resume_continues_with_identical_parameters(tmp_path):
+@pytest.mark.parametrize("camera", ["follow", "orbit"])
+def test_resume_continues_with_identical_parameters(tmp_path, camera):
     from akd_core.prior import make_prior
 
     robot = load_robot("quadruped")
     prior = make_prior("tiny", "a dog trotting", seed=0)
     init = _standing_clip(robot, prior.num_frames, 8.0)
-    config = DistillConfig(iterations=4, n_gaussians=400, width=32, height=32, checkpoint_every=2, video_every=0)
+    config = DistillConfig(iterations=4, n_gaussians=400, width=32, height=32, checkpoint_every=2, video_every=0,
+                           camera=camera, blur_px=2.0, lr_final=0.5, lr_decay_start=0.25)
     straight = distill(robot, prior, init, config, out_dir=tmp_path / "a", progress=False)
     # stop ("kill") after 2 of the 4 iterations, then resume from the checkpoint
     first = distill(robot, prior, init, config, out_dir=tmp_path / "b", progress=False, max_steps=2)
@@ -114,6 +117,99 @@ def test_oracle_distillation_descends_to_the_target_latents(tmp_path):
     print("oracle distillation:", metrics)
     assert metrics["final_sds"] < 0.5 * metrics["initial_sds"]
     assert Motion.load(run.file("reference.npz")).num_frames > 9
+
+
+def test_blur_and_learning_rate_schedules():
+    config = DistillConfig(iterations=100, blur_px=4.0, blur_until=0.5, lr_final=0.1, lr_decay_start=0.6)
+    assert [config.blur_at(i) for i in (0, 25, 50, 90)] == pytest.approx([4.0, 2.0, 0.0, 0.0])
+    assert [config.lr_scale(i) for i in (0, 60, 80, 100)] == pytest.approx([1.0, 1.0, 0.55, 0.1])
+    for bad in ({"camera": "spin"}, {"blur_px": -1.0}, {"lr_final": 0.0}, {"camera_elevation_range": (50.0, 10.0)}):
+        with pytest.raises(ConfigError):
+            DistillConfig(**bad)
+
+
+def test_gaussian_blur_matches_scipy_and_keeps_flat_images():
+    from scipy.ndimage import gaussian_filter
+
+    from akd_core.render import gaussian_blur
+
+    frames = torch.rand(2, 3, 20, 24, dtype=torch.float64)
+    ours = gaussian_blur(frames, 1.7).numpy()
+    ref = gaussian_filter(frames.numpy(), sigma=(0, 0, 1.7, 1.7), mode="nearest", truncate=6 / 1.7)
+    np.testing.assert_allclose(ours, ref, atol=1e-12)
+    flat = torch.full((1, 3, 8, 8), 0.3)
+    assert torch.allclose(gaussian_blur(flat, 3.0), flat)
+    assert gaussian_blur(frames, 0.0) is frames
+
+
+def test_oracle_sees_the_target_through_every_orbit_view():
+    """Multi-view known answer: the oracle re-renders its target through each iteration's random camera and blur,
+    so a clip equal to the target has zero SDS gradient in every view, while a standing clip is pulled towards it."""
+    from akd_core.distill import target_view_renderer
+    from akd_core.prior import OracleVideoPrior, make_prior
+
+    robot = load_robot("quadruped")
+    base = make_prior("tiny", "a dog trotting", seed=0)
+    standing = _standing_clip(robot, base.num_frames, 8.0)
+    target = fit_clip(standing, base.num_frames, 8.0)
+    knees = [i for i, name in enumerate(robot.joint_names) if name.endswith("knee")]
+    phase = np.arange(base.num_frames)[:, None] + np.arange(len(knees))[None]
+    target.joint_pos[:, knees] = np.clip(0.8 * np.sin(phase), robot.lower[knees], robot.upper[knees])
+    config = DistillConfig(iterations=1, n_gaussians=400, width=32, height=32, camera="orbit", blur_px=3.0,
+                           lambda_smooth=0.0, lambda_ground=0.0, video_every=0)
+    frame_on, render_target, first = target_view_renderer(robot, target, config, 32, 32)
+    views = []
+
+    def recording_renderer(view):
+        views.append(view)
+        return render_target(view)
+
+    oracle = OracleVideoPrior.from_prior(base, render_target(first), target_renderer=recording_renderer)
+    # one step each: Adam turns float noise into full-size steps, so the first SDS losses are what to compare
+    same = distill(robot, oracle, target, config, progress=False, frame_on=frame_on)
+    config.iterations = 3
+    moved = distill(robot, oracle, standing, config, progress=False, frame_on=frame_on)
+    assert same.history[0]["sds"] < 1e-9 * moved.history[0]["sds"]
+    assert len(views) == 4 and len({float(v.viewmats[0, 0, 0]) for v in views[1:]}) == 3, "a new camera each step"
+    assert [v.blur_px for v in views[1:]] == pytest.approx([config.blur_at(i) for i in range(3)])
+    assert not np.allclose(moved.motion.joint_pos, standing.joint_pos)
+
+
+def test_pixel_oracle_encodes_the_fitted_frames():
+    from akd_core.prior import OracleVideoPrior, make_prior
+
+    base = make_prior("tiny", "a dog trotting", seed=0)
+    video = torch.rand(5, 3, 32, 32)
+    oracle = OracleVideoPrior.from_prior(base, video, space="pixels")
+    assert oracle.target_latents.shape == (1, base.num_frames, 3, base.height, base.width)
+    assert torch.equal(oracle.target_latents[0], base.fit_video(video))
+    with pytest.raises(ConfigError, match="space must be one of latent, pixels"):
+        OracleVideoPrior.from_prior(base, video, space="rgb")
+
+
+@pytest.mark.slow
+def test_pixel_oracle_recovers_the_trot_from_orbiting_cameras(tmp_path):
+    """The known-answer criterion of the SDS issue, on pixels: render a gait-library trot of the built-in quadruped
+    as the target, start standing on the same root path, distil with the oracle prior through FK -> LBS -> render
+    -> SDS gradient -> Adam, with a random camera per iteration, a coarse-to-fine blur and a decaying learning
+    rate. The mean joint error must fall by at least 70 % and below 0.1 rad (measured 0.307 -> 0.035 rad).
+
+    The same run through the random tiny VAE does NOT recover the joints (0.307 -> 0.39 rad, docs/benchmarks.md):
+    a random video VAE's encoder does not keep the pose; that part waits for trained VAE weights."""
+    from akd_core.gait import stage_gait
+
+    target = RunDir(tmp_path / "target", create=True)
+    stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0,
+               preview=False)
+    run = RunDir(tmp_path / "recover", create=True)
+    metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="oracle",
+                            target=target.path, iterations=400, init="standing", seed=0, oracle_space="pixels",
+                            config_overrides={"n_gaussians": 2000, "camera": "orbit", "camera_margin": 0.9,
+                                              "blur_px": 4.0, "lr_final": 0.1, "video_every": 0,
+                                              "lambda_smooth": 0.0, "lambda_ground": 1e4})
+    print("pixel oracle distillation:", metrics)
+    assert metrics["joint_err_reduction"] >= 0.7, metrics
+    assert metrics["final_joint_err_rad"] < 0.1, metrics
 
 
 def test_fit_clip_holds_the_last_frame():

@@ -136,6 +136,13 @@ class VideoPrior(ABC):
     def set_prompt(self, prompt: str) -> None:
         """Encode ``prompt`` (and the unconditional prompt) once; later calls reuse the embeddings."""
 
+    def set_view(self, view: Any) -> None:
+        """The camera and blur the next scored video was rendered with (``akd_core.distill.RenderView``).
+
+        Text-conditioned priors ignore it; the oracle renders its target through the same view.
+        """
+        del view  # text conditioning does not depend on the camera
+
     @abstractmethod
     def encode(self, video: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Differentiable: video (F, 3, H, W) in [0, 1] -> latents (1, F', C, h, w) float32."""

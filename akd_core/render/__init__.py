@@ -7,7 +7,7 @@ Front door (import from here):
 - :func:`rasterize_torch` (CPU/any device, gsplat classic math) and :func:`rasterize_gsplat` (CUDA);
 - :class:`GroundConfig`, :func:`render_ground`, :func:`mask_below_ground`;
 - :func:`look_at`, :func:`intrinsics_from_fov`, :func:`follow_camera`;
-- :func:`write_mp4`.
+- :func:`gaussian_blur` (coarse-to-fine distillation), :func:`write_mp4`.
 
 Gaussians are given by covariances (N,3,3), which is what linear blend skinning
 produces (J Sigma J^T); no quaternions cross this API.
@@ -17,13 +17,14 @@ from akd_core.render.camera import camera_centres, follow_camera, intrinsics_fro
 from akd_core.render.ground import GroundConfig, mask_below_ground, render_ground
 from akd_core.render.gsplat_backend import gsplat_unavailable_reason, rasterize_gsplat
 from akd_core.render.rasterize_torch import ProjectedGaussians, project_gaussians, rasterize_torch
-from akd_core.render.video import rasterize, render_video, resolve_backend, to_uint8_frames, write_mp4
+from akd_core.render.video import gaussian_blur, rasterize, render_video, resolve_backend, to_uint8_frames, write_mp4
 
 __all__ = [
     "GroundConfig",
     "ProjectedGaussians",
     "camera_centres",
     "follow_camera",
+    "gaussian_blur",
     "gsplat_unavailable_reason",
     "intrinsics_from_fov",
     "look_at",

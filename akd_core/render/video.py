@@ -8,6 +8,7 @@ differentiable with respect to means, covariances, colours and opacities;
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -95,6 +96,24 @@ def render_video(
         bg = torch.tensor(background, dtype=rgb.dtype, device=rgb.device).expand_as(rgb)
     frames = rgb + (1.0 - alpha) * bg  # (F, H, W, 3)
     return frames.clamp(0.0, 1.0).permute(0, 3, 1, 2)
+
+
+def gaussian_blur(frames: Tensor, sigma_px: float) -> Tensor:
+    """Separable Gaussian blur of (F, C, H, W) frames, std ``sigma_px`` pixels, replicate-padded; differentiable.
+
+    sigma_px < 0.05 returns ``frames`` unchanged (the kernel would be a delta).
+    """
+    if sigma_px < 0.05:
+        return frames
+    radius = max(1, int(math.ceil(3.0 * sigma_px)))
+    x = torch.arange(-radius, radius + 1, dtype=frames.dtype, device=frames.device)
+    kernel = torch.exp(-0.5 * (x / sigma_px) ** 2)
+    kernel = kernel / kernel.sum()
+    channels = frames.shape[1]
+    out = torch.nn.functional.pad(frames, (radius, radius, 0, 0), mode="replicate")
+    out = torch.nn.functional.conv2d(out, kernel.view(1, 1, 1, -1).expand(channels, 1, 1, -1), groups=channels)
+    out = torch.nn.functional.pad(out, (0, 0, radius, radius), mode="replicate")
+    return torch.nn.functional.conv2d(out, kernel.view(1, 1, -1, 1).expand(channels, 1, -1, 1), groups=channels)
 
 
 def to_uint8_frames(frames: Tensor | np.ndarray) -> np.ndarray:
