@@ -55,6 +55,7 @@ class OracleVideoPrior(CogVideoXPrior):
             raise ConfigError(f"oracle prior: space must be one of {', '.join(ORACLE_SPACES)}, got {space!r}")
         self.space = space
         self.target_renderer = target_renderer
+        self._last_view: Any = None
         self._set_target(target_video)
 
     def encode(self, video: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -91,9 +92,14 @@ class OracleVideoPrior(CogVideoXPrior):
                 "space": self.space}
 
     def set_view(self, view: Any) -> None:
-        """Re-render the target through ``view`` (when built with a target_renderer) and encode it."""
-        if self.target_renderer is not None:
-            self._set_target(self.target_renderer(view))
+        """Re-render the target through ``view`` (when built with a target_renderer) and encode it.
+
+        A view equal to the previous one (fixed camera after the blur has ended) reuses the target latents.
+        """
+        if self.target_renderer is None or _same_view(view, self._last_view):
+            return
+        self._set_target(self.target_renderer(view))
+        self._last_view = view
 
     @torch.no_grad()
     def predict_v(self, noisy_latents: Tensor, timestep: int) -> Tensor:
@@ -108,3 +114,11 @@ class OracleVideoPrior(CogVideoXPrior):
                 f"{tuple(noisy_latents.shape)} differ; both go through the same fitting, so this is a bug"
             )
         return (sqrt_a * noisy_latents.float() - target) / sqrt_1ma
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    """Views (objects with viewmats, K, blur_px) that render identically."""
+    if a is None or b is None:
+        return False
+    return (a.blur_px == b.blur_px and a.viewmats.shape == b.viewmats.shape and torch.equal(a.viewmats, b.viewmats)
+            and torch.equal(a.K, b.K))
