@@ -193,6 +193,7 @@ def test_pixel_oracle_encodes_the_fitted_frames():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # 400 iterations: ~10 min alone on 2 cores, more on a loaded machine
 def test_pixel_oracle_recovers_the_trot_from_orbiting_cameras(tmp_path):
     """The known-answer criterion of the SDS issue, on pixels: render a gait-library trot of the built-in quadruped
     as the target, start standing on the same root path, distil with the oracle prior through FK -> LBS -> render
