@@ -369,14 +369,11 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
 
 def render_motion(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int,
                   camera: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    """Render a clip exactly as distillation does (same asset, seed, camera rule); returns (video, camera)."""
-    renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
-    params = MotionParameters(motion, robot)
-    with torch.no_grad():
-        means, covars = renderer.pose(*renderer.link_poses(params))
-        camera = camera if camera is not None else renderer.camera(means)
-        video = renderer.render(means, covars, *camera)
-    return video, camera
+    """Render a clip exactly as distillation's first iteration does (same asset, seed, camera rule, blur);
+    returns (video, camera)."""
+    _, render, first = target_view_renderer(robot, motion, config, width, height)
+    view = first if camera is None else RenderView(*camera, first.blur_px)
+    return render(view), (view.viewmats, view.K)
 
 
 def target_view_renderer(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int
