@@ -34,6 +34,10 @@ class JointLimitError(AKDError):
     """Joint limits are inconsistent, or a trajectory leaves them."""
 
 
+class QualityGateError(AKDError):
+    """A run fails a quality gate (it fell, left its limits, failed the cross-check, ...) and is not exported."""
+
+
 class MotionError(AKDError):
     """A motion file or array is malformed or inconsistent with its robot."""
 

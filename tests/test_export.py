@@ -62,7 +62,10 @@ def make_run(path: Path, prompt: str, seed: int, tracked: bool = True, fell: boo
                           2 * np.pi * 2.0 * t[:, None] + phase), root_pos=root, root_quat=quat,
                       root_lin_vel=np.tile([0.2, 0.05, 0.0], (STEPS, 1)), root_ang_vel=np.tile([0, 0, 0.4], (STEPS, 1)),
                       kp=np.full(robot.num_dofs, 40.0), kd=np.full(robot.num_dofs, 1.5)).save(run.file(TRACKED))
-        run.set_stage("track", status="done", metrics={"fell": fell})
+        # a finished run as the quality gates of `akd export` judge it (tests/test_quality.py tests the gates)
+        run.set_stage("track", status="done", metrics={"fell": fell, "max_tilt_deg": 80.0 if fell else 3.0,
+                                                        "link_pos_err_m": 0.02})
+        run.set_stage("crosscheck", status="done", metrics={"passed": True, "joint_rmse_rad": 0.01})
     return run
 
 

@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from ..errors import ConfigError
+from ..errors import ConfigError, QualityGateError
 from ..rundir import RunDir
 from .amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, write_isaaclab_amp
-from .common import Episode, load_episode
+from .common import Episode, check_episode_limits, load_episode
 from .hdf5 import read_hdf5, write_hdf5
 from .lerobot import read_lerobot, write_lerobot
 from .rosbag import read_rosbag, write_rosbag
+
+if TYPE_CHECKING:
+    from ..quality import QualityGates
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +91,17 @@ def _per_run_path(fmt: str, run_dir: Path, target: Path | None, single: bool) ->
 
 def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = None, *, append: bool | None = None,
                 allow_out_of_limits: bool = False, source: str = "auto", loop_mode: str = "Wrap",
-                start_ns: int | None = None, progress: bool = True) -> list[Path]:
+                start_ns: int | None = None, progress: bool = True,
+                episodes: dict[tuple[Path, str], Episode] | None = None, several: bool = False) -> list[Path]:
     """Export runs in one format (or several: "hdf5,amp", "all"); returns the written paths.
 
     Dataset formats (hdf5, lerobot) put every run in one dataset (one episode each); per-run formats write one
     file/folder per run. ``append`` (dataset formats): add to an existing dataset; default True with ``out``,
     False (rebuild) for the run's own default output. ``source`` ("auto" | "tracked" | "reference") picks the
-    clip of the per-run formats; dataset formats always need the tracked clip."""
+    clip of the per-run formats; dataset formats always need the tracked clip. ``episodes``: episodes already
+    loaded, by (run dir, clip wanted); the limit check still applies to them. ``several``: lay out per-run outputs
+    as for several runs (``PATH/<run>.<ext>``) even when one is given. No quality gate is applied here:
+    :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
         raise ConfigError("no run directory given; pass one or more RUN folders")
@@ -102,28 +110,30 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
     if out is None and len(run_dirs) > 1 and any(f in DATASET_FORMATS for f in formats):
         raise ConfigError("several runs go into one dataset: name it with -o PATH "
                           "(e.g. -o datasets/walks.hdf5 or -o datasets/walks_lerobot)")
-    cache: dict[tuple[Path, str], Episode] = {}
+    cache: dict[tuple[Path, str], Episode] = dict(episodes or {})
 
     def episode_of(run_dir: Path, wanted: str) -> Episode:
         key = (run_dir, wanted)
         if key not in cache:
-            cache[key] = load_episode(run_dir, wanted, check_limits=not allow_out_of_limits)
+            cache[key] = load_episode(run_dir, wanted, check_limits=False)
+        if not allow_out_of_limits:
+            check_episode_limits(cache[key])
         return cache[key]
 
     written: list[Path] = []
     for fmt_name in formats:
         target = _target(fmt_name, out, run_dirs, len(formats) > 1)
         wanted = "tracked" if fmt_name in DATASET_FORMATS else source
-        episodes = [episode_of(r, wanted) for r in tqdm(run_dirs, desc=f"export {fmt_name}", unit="run",
-                                                         disable=not progress or len(run_dirs) < 2)]
+        clips = [episode_of(r, wanted) for r in tqdm(run_dirs, desc=f"export {fmt_name}", unit="run",
+                                                      disable=not progress or len(run_dirs) < 2)]
         if fmt_name in DATASET_FORMATS:
             path = target if target is not None else default_output(run_dirs[0], fmt_name)
             keep = append if append is not None else target is not None
             writer = write_hdf5 if fmt_name == "hdf5" else write_lerobot
-            written.append(writer(episodes, path, append=keep))
+            written.append(writer(clips, path, append=keep))
         else:
-            for episode in episodes:
-                path = _per_run_path(fmt_name, episode.run_dir, target, len(run_dirs) == 1)
+            for episode in clips:
+                path = _per_run_path(fmt_name, episode.run_dir, target, len(run_dirs) == 1 and not several)
                 if fmt_name == "amp":
                     written.append(write_amp_txt(episode, path, loop_mode=loop_mode))
                 elif fmt_name == "isaaclab-amp":
@@ -134,12 +144,88 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
     return written
 
 
-def stage_export(run: RunDir, formats: str | list[str] = "hdf5,lerobot", out: str | Path | None = None,
+def export_gated(run_dirs: list[str | Path], fmt: str | list[str], out: str | Path | None = None, *,
+                 gates: QualityGates | None = None, include_rejected: bool = False, source: str = "auto",
+                 progress: bool = True, **options: Any) -> dict[str, Any]:
+    """`akd export` of several runs: judge each run by the quality gates (:mod:`akd_core.quality`) and export the
+    runs that pass (all that can be exported with ``include_rejected``). One bad run never costs the others.
+
+    Returns ``{"formats", "output", "quality" (the gates + include_rejected), "runs": [{"name", "run_dir",
+    "passed", "included", "reasons", "quality" (figures)}], "included", "excluded", "written": {fmt: [paths]}}``;
+    nothing is written when no run is included. ``options`` go to :func:`export_runs` (append, loop_mode, ...)."""
+    from ..quality import QualityGates, assess_run, clip_of
+
+    gates = gates if gates is not None else QualityGates()
+    formats = parse_formats(fmt)
+    run_dirs = [Path(r) for r in run_dirs]
+    if not run_dirs:
+        raise ConfigError("no run directory given; pass one or more RUN folders")
+    if out is None and len(run_dirs) > 1 and any(f in DATASET_FORMATS for f in formats):
+        raise ConfigError("several runs go into one dataset: name it with -o PATH "
+                          "(e.g. -o datasets/walks.hdf5 or -o datasets/walks_lerobot)")
+    rows: list[dict[str, Any]] = []
+    cache: dict[tuple[Path, str], Episode] = {}
+    for run_dir in tqdm(run_dirs, desc="quality gates", unit="run", disable=not progress or len(run_dirs) < 2):
+        clip = clip_of(run_dir, formats, source)
+        quality, episode = assess_run(run_dir, gates, clip, include_rejected)
+        if episode is not None:
+            cache[(run_dir, clip)] = episode
+            if source == "auto":
+                cache[(run_dir, "auto")] = episode
+        rows.append({"name": run_dir.resolve().name, "run_dir": str(run_dir), "passed": quality.passed,
+                     "included": quality.included, "reasons": quality.reasons, "quality": quality.figures})
+    included = [Path(r["run_dir"]) for r in rows if r["included"]]
+    written: dict[str, list[str]] = {}
+    if included:
+        for fmt_name in formats:
+            target = _target(fmt_name, Path(out), run_dirs, len(formats) > 1) if out is not None else None
+            paths = export_runs(included, fmt_name, target, source=source, progress=progress, episodes=cache,
+                                allow_out_of_limits=gates.allow_limit_violations or include_rejected,
+                                several=len(run_dirs) > 1, **options)
+            written[fmt_name] = [str(p) for p in paths]
+    return {"formats": formats, "output": None if out is None else str(out),
+            "quality": {**gates.to_dict(), "include_rejected": include_rejected}, "runs": rows,
+            "included": len(included), "excluded": len(rows) - len(included), "written": written}
+
+
+def _refusal(run: RunDir, reasons: list[str]) -> QualityGateError:
+    import re
+
+    from ..quality import GATE_OPTIONS
+
+    gates = [g for r in reasons for g in re.findall(r"gate (\w+)", r)]
+    options = [GATE_OPTIONS[g] + (" VALUE|none" if g.startswith(("max_", "min_")) else "")
+               for g in dict.fromkeys(gates) if g in GATE_OPTIONS]
+    relax = f"relax the gate{'s' if len(options) > 1 else ''} ({', '.join(options)}), " if options else ""
+    return QualityGateError(
+        f"{run.path} is not a usable demonstration, so it was not exported: {'; '.join(reasons)}. "
+        f"Fix the run, {relax}or pass --include-rejected to export it anyway (the dataset then marks it)")
+
+
+def stage_export(run: RunDir, formats: str | list[str] = "hdf5,lerobot", out: str | Path | None = None, *,
+                 gates: QualityGates | None = None, include_rejected: bool = False,
                  **options: Any) -> dict[str, Any]:
-    """`akd export RUN`: the run's exports, recorded as stage "export" in its manifest. Returns the metrics."""
+    """`akd export RUN`: the run's exports, recorded as stage "export" in its manifest. Returns the metrics.
+
+    With ``gates`` (as `akd export` does) a run that fails one is refused with :class:`QualityGateError` naming the
+    gate, unless ``include_rejected``; the verdict is recorded under the stage's ``quality`` metric."""
     formats = parse_formats(formats)
+    verdict = None
+    if gates is not None:
+        from ..quality import assess_run, clip_of
+
+        quality, episode = assess_run(run.path, gates, clip_of(run.path, formats, options.get("source", "auto")),
+                                      include_rejected)
+        # a run that cannot be loaded at all is left to the export below, whose error names the missing file
+        if episode is not None:
+            if not quality.included:
+                raise _refusal(run, quality.reasons)
+            verdict = {"passed": quality.passed, "reasons": quality.reasons, "include_rejected": include_rejected}
+            options["allow_out_of_limits"] = (options.get("allow_out_of_limits", False)
+                                              or gates.allow_limit_violations or include_rejected)
     config = {"formats": formats, "out": str(out) if out else None,
-              **{k: v for k, v in options.items() if k != "progress"}}
+              **{k: v for k, v in options.items() if k != "progress"},
+              **({"quality": gates.to_dict(), "include_rejected": include_rejected} if gates is not None else {})}
     with run.running_stage("export", config) as metrics:
         files: dict[str, list[str]] = {}
         for fmt in formats:
@@ -150,10 +236,24 @@ def stage_export(run: RunDir, formats: str | list[str] = "hdf5,lerobot", out: st
         metrics["num_samples"] = episode.num_samples
         metrics["duration_s"] = round(episode.num_samples * episode.dt, 6)
         metrics["source"] = episode.source
+        if verdict is not None:
+            metrics["quality"] = verdict
     return metrics
 
 
+def summary_path(out: Path | None, explicit: Path | None) -> Path | None:
+    """Where `akd export` of several runs writes its summary: ``--summary PATH``, else ``<-o PATH>.summary.json``
+    beside the output (none without -o)."""
+    if explicit is not None:
+        return explicit
+    if out is None:
+        return None
+    return out.with_name(out.name + ".summary.json")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..quality import add_quality_arguments
+
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (several -> one dataset)")
     parser.add_argument("--format", "-f", default="hdf5", dest="formats",
                         help=f"comma-separated: {', '.join(FORMATS)}, or all (default hdf5)")
@@ -164,25 +264,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=("auto", "tracked", "reference"), default="auto",
                         help="clip of amp / isaaclab-amp / rosbag2 exports (default: tracked if present)")
     parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap", help="AMP .txt LoopMode")
-    parser.add_argument("--allow-out-of-limits", action="store_true",
-                        help="export even if joint positions or PD targets leave the URDF limits (unsafe)")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="several runs: where to write the JSON summary of included/excluded runs "
+                             "(default: <-o PATH>.summary.json)")
+    add_quality_arguments(parser)
 
 
 def cli(args: argparse.Namespace) -> int:
-    options = {"allow_out_of_limits": args.allow_out_of_limits, "source": args.source, "loop_mode": args.loop_mode}
+    from ..fileio import write_json_atomic
+    from ..quality import gates_from_args, quality_table
+
+    gates = gates_from_args(args)
+    options: dict[str, Any] = {"source": args.source, "loop_mode": args.loop_mode}
     if args.overwrite:
         options["append"] = False
     if len(args.runs) == 1:
-        metrics = stage_export(RunDir(args.runs[0]), args.formats, args.output, **options)
-        paths = [p for files in metrics["files"].values() for p in files]
-    else:
-        paths = [str(p) for p in export_runs(args.runs, args.formats, args.output, **options)]
-    for path in paths:
+        metrics = stage_export(RunDir(args.runs[0]), args.formats, args.output, gates=gates,
+                               include_rejected=args.include_rejected, **options)
+        verdict = metrics.get("quality")
+        if verdict and not verdict["passed"]:
+            print(f"WARNING: --include-rejected: exported {args.runs[0]} although it fails the quality gates: "
+                  f"{'; '.join(verdict['reasons'])}", file=sys.stderr)
+        for path in (p for files in metrics["files"].values() for p in files):
+            print(path)
+        return 0
+    report = export_gated(args.runs, args.formats, args.output, gates=gates, include_rejected=args.include_rejected,
+                          **options)
+    print(quality_table(report["runs"]))
+    print(f"{report['included']} of {len(report['runs'])} runs exported, {report['excluded']} excluded "
+          f"({gates.describe()})")
+    for path in (p for files in report["written"].values() for p in files):
         print(path)
+    target = summary_path(args.output, args.summary)
+    if target is not None:
+        write_json_atomic(target, report)
+        print(f"summary: {target}")
+    if not report["included"]:
+        print("akd export: no run passed the quality gates, nothing was exported; see the reasons above "
+              "(or pass --include-rejected)", file=sys.stderr)
+        return 1
     return 0
 
 
-__all__ = ["Episode", "load_episode", "export_runs", "stage_export", "parse_formats", "default_output",
+__all__ = ["Episode", "load_episode", "export_runs", "export_gated", "stage_export", "parse_formats", "default_output",
            "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
            "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "add_arguments", "cli",
            "FORMATS"]

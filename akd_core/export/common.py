@@ -114,14 +114,29 @@ def load_episode(run_dir: str | Path, source: str = "auto", check_limits: bool =
     return episode
 
 
+def limit_violation(episode: Episode) -> str | None:
+    """The first joint position or PD target outside the URDF limits (or not finite), as a message naming run, field,
+    joint and frame; None when the clip is within the limits. The one limit check of every export and quality gate."""
+    for field_name in ("joint_pos", "pd_targets"):
+        values = np.asarray(getattr(episode, field_name))
+        bad = ~np.isfinite(values)
+        if bad.any():
+            frame, joint = np.argwhere(bad)[0]
+            return (f"{episode.run_dir}: '{field_name}' of joint '{episode.robot.joint_names[joint]}' is "
+                    f"{values[frame, joint]} at frame {frame}; the simulation blew up, re-run `akd track`")
+        try:
+            check_joint_limits(values, episode.robot, str(episode.run_dir), field_name)
+        except JointLimitError as exc:
+            return str(exc)
+    return None
+
+
 def check_episode_limits(episode: Episode) -> None:
     """JointLimitError (naming run, field, joint, frame) if joint positions or PD targets leave the URDF limits."""
-    for field_name in ("joint_pos", "pd_targets"):
-        try:
-            check_joint_limits(getattr(episode, field_name), episode.robot, str(episode.run_dir), field_name)
-        except JointLimitError as exc:
-            raise JointLimitError(f"{exc}. Refusing to export commands outside the robot's limits "
-                                  "(override with --allow-out-of-limits)") from exc
+    violation = limit_violation(episode)
+    if violation:
+        raise JointLimitError(f"{violation}. Refusing to export commands outside the robot's limits "
+                              "(override with --allow-limit-violations)")
 
 
 def require_tracked(episode: Episode, fmt: str) -> None:
