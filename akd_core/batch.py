@@ -3,8 +3,11 @@
 A sweep YAML expands into jobs; each job is one `akd run` in its own run directory under
 ``out``, named from its parameters. Jobs are independent and idempotent: a job whose manifest
 says the pipeline finished is skipped, a failing job is recorded with its error and does not
-stop the others, and Ctrl-C stops cleanly (a re-run resumes). Successful runs are aggregated
-into one dataset per export format plus ``summary.csv`` / ``summary.json``.
+stop the others, and Ctrl-C stops cleanly (a re-run resumes). Every finished run is judged by the
+sweep's quality gates (``quality:``, :mod:`akd_core.quality`): the runs that pass are aggregated into
+one dataset per export format under ``out/dataset/`` (rebuilt each time), the others are listed with
+their reasons. ``out/summary.json`` / ``summary.csv`` are written after every sweep, even when jobs
+fail, nothing passes, or the sweep is interrupted (docs/formats.md, "summary.json").
 
 Backends: ``local`` (a process pool, one worker by default) and ``ray`` (one Ray task per job
 with CPU/GPU requests and retries on worker loss; ``--address`` joins an existing cluster).
@@ -17,7 +20,7 @@ import csv
 import json
 import logging
 import re
-import shutil
+import sys
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -30,12 +33,14 @@ from tqdm import tqdm
 
 from .errors import AKDError, ConfigError, DependencyError
 from .fileio import atomic_path, write_json_atomic
+from .quality import QualityGates, assess_run, figures_of, quality_table
 from .rundir import RunDir
 
 log = logging.getLogger(__name__)
 
 SWEEP_KEYS = {"out", "robots", "package_paths", "prompts", "seeds", "source", "duration", "fps", "export",
-              "iterations", "device", "prior", "video_model", "feet", "cpus_per_job", "gpus_per_job"}
+              "iterations", "device", "prior", "video_model", "feet", "cpus_per_job", "gpus_per_job", "quality"}
+SUMMARY_SCHEMA = 1
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Sweep:
     feet: list[str] | None = None
     cpus_per_job: float = 1.0
     gpus_per_job: float | None = None  # default: 1 for sds jobs, 0 otherwise
+    quality: QualityGates = field(default_factory=QualityGates)
 
 
 @dataclass
@@ -103,6 +109,7 @@ def load_sweep(path: str | Path) -> Sweep:
     data["out"] = out if out.is_absolute() else base / out
     if data.get("source", "gait") not in ("gait", "sds"):
         raise ConfigError(f"{path}: 'source' must be gait or sds, got {data['source']!r}")
+    data["quality"] = QualityGates.from_mapping(data.get("quality"), f"{path}: quality")
     try:
         return Sweep(**data)
     except TypeError as exc:
@@ -114,10 +121,16 @@ def _slug(text: str, limit: int = 40) -> str:
     return slug[:limit].rstrip("-") or "x"
 
 
+def robot_label(robot: str) -> str:
+    """A sweep's robot entry as a short name: a built-in name, or a URDF's file stem."""
+    return Path(robot).stem if robot.endswith((".urdf", ".xml")) else robot
+
+
 def expand_jobs(sweep: Sweep) -> list[Job]:
-    jobs, common = [], {k: v for k, v in asdict(sweep).items() if k not in ("robots", "prompts", "seeds", "out")}
+    jobs, common = [], {k: v for k, v in asdict(sweep).items()
+                        if k not in ("robots", "prompts", "seeds", "out", "quality")}
     for robot in sweep.robots:
-        robot_name = Path(robot).stem if robot.endswith((".urdf", ".xml")) else robot
+        robot_name = robot_label(robot)
         for prompt in sweep.prompts:
             for seed in sweep.seeds:
                 name = f"{_slug(robot_name, 24)}__{_slug(prompt)}__seed{seed}"
@@ -139,15 +152,19 @@ def job_done(job: Job) -> bool:
         return False
 
 
+def _record(job: Job, **fields: Any) -> dict[str, Any]:
+    return {"name": job.name, "run_dir": job.run_dir, "robot": job.robot, "prompt": job.prompt, "seed": job.seed,
+            **fields}
+
+
 def run_job(job: Job) -> dict[str, Any]:
     """Run one job's pipeline (in a worker process); never raises: failures come back as records."""
     from .pipeline import PipelineConfig, run_pipeline
 
     start = time.perf_counter()
-    record: dict[str, Any] = {"name": job.name, "run_dir": job.run_dir, "robot": job.robot, "prompt": job.prompt,
-                              "seed": job.seed}
     if job_done(job):
-        return {**record, "status": "skipped", "seconds": 0.0, **_run_metrics(job.run_dir)}
+        return _record(job, status="skipped", seconds=0.0)
+    record = _record(job)
     s = job.sweep
     cfg = PipelineConfig(robot=job.robot, prompt=job.prompt, out=Path(job.run_dir), source=s["source"],
                          duration=s["duration"], fps=s["fps"], seed=job.seed, feet=s.get("feet"),
@@ -162,26 +179,11 @@ def run_job(job: Job) -> dict[str, Any]:
     except Exception as exc:  # an unexpected crash of one job must not stop the sweep
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
     record["seconds"] = round(time.perf_counter() - start, 2)
-    if record["status"] == "done":
-        record.update(_run_metrics(job.run_dir))
     return record
 
 
-def _run_metrics(run_dir: str) -> dict[str, Any]:
-    stages = RunDir(run_dir).manifest().get("stages", {})
-    track = stages.get("track", {}).get("metrics", {})
-    cross = stages.get("crosscheck", {}).get("metrics", {})
-    keep = ("link_pos_err_m", "naive_link_pos_err_m", "joint_rmse_rad", "foot_skate_mps", "fell",
-            "torque_saturation_frac")
-    out = {k: track.get(k) for k in keep}
-    out["crosscheck_joint_rmse_rad"] = cross.get("joint_rmse_rad")
-    out["crosscheck_passed"] = cross.get("passed")
-    return out
-
-
 # ----------------------------------------------------------------------------- backends
-def _run_local(jobs: list[Job], max_parallel: int, bar: tqdm) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = []
+def _run_local(jobs: list[Job], max_parallel: int, bar: tqdm, results: list[dict[str, Any]]) -> None:
     ctx = get_context("spawn")  # torch/Warp state must not be forked
     with ProcessPoolExecutor(max_workers=max_parallel, mp_context=ctx) as pool:
         pending: dict[Future, Job] = {pool.submit(run_job, job): job for job in jobs}
@@ -193,19 +195,18 @@ def _run_local(jobs: list[Job], max_parallel: int, bar: tqdm) -> list[dict[str, 
                     try:
                         results.append(fut.result())
                     except Exception as exc:  # worker process died
-                        results.append({"name": job.name, "run_dir": job.run_dir, "robot": job.robot,
-                                        "prompt": job.prompt, "seed": job.seed, "status": "failed",
-                                        "error": f"worker lost: {type(exc).__name__}: {exc}"})
+                        results.append(_record(job, status="failed",
+                                               error=f"worker lost: {type(exc).__name__}: {exc}"))
                     bar.update(1)
         except KeyboardInterrupt:
             for fut in pending:
                 fut.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    return results
 
 
-def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm, sweep: Sweep) -> list[dict]:
+def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm, sweep: Sweep,
+             results: list[dict[str, Any]]) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -220,7 +221,6 @@ def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm,
     gpus = sweep.gpus_per_job if sweep.gpus_per_job is not None else (1.0 if sweep.source == "sds" else 0.0)
     remote = ray.remote(num_cpus=sweep.cpus_per_job, num_gpus=gpus, max_retries=2)(run_job)
     refs = {remote.remote(job): job for job in jobs}
-    results: list[dict[str, Any]] = []
     try:
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
@@ -229,9 +229,8 @@ def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm,
                 try:
                     results.append(ray.get(ref))
                 except Exception as exc:  # retries exhausted (worker/node lost)
-                    results.append({"name": job.name, "run_dir": job.run_dir, "robot": job.robot,
-                                    "prompt": job.prompt, "seed": job.seed, "status": "failed",
-                                    "error": f"ray task failed: {type(exc).__name__}: {str(exc)[:300]}"})
+                    results.append(_record(job, status="failed",
+                                           error=f"ray task failed: {type(exc).__name__}: {str(exc)[:300]}"))
                 bar.update(1)
     except KeyboardInterrupt:
         for ref in refs:
@@ -240,94 +239,196 @@ def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm,
     finally:
         if started_here:
             ray.shutdown()
-    return results
 
 
-# ----------------------------------------------------------------------------- aggregation
-def aggregate(sweep: Sweep, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """One dataset per export format from all successful runs (sorted by name), plus the summaries."""
+# ----------------------------------------------------------------------------- judging and aggregation
+def stage_statuses(manifest: dict[str, Any], source: str, job_failed: bool) -> dict[str, str]:
+    """The status of every pipeline stage of a run ("done", "failed", "not run", ...). A job that failed before its
+    stage could record itself (e.g. a URDF that does not load) shows "failed" at the first stage not done."""
+    keys = ["gait" if source == "gait" else "distill", "track", "crosscheck", "preview"]
+    recorded = manifest.get("stages", {}) or {}
+    keys += [k for k in recorded if k not in keys and k != "export"]
+    statuses = {k: (recorded.get(k) or {}).get("status") or "not run" for k in keys}
+    if job_failed and "failed" not in statuses.values():
+        first = next((k for k in keys if statuses[k] != "done"), None)
+        if first is not None:
+            statuses[first] = "failed"
+    return statuses
+
+
+def judge(sweep: Sweep, record: dict[str, Any], include_rejected: bool = False) -> tuple[dict[str, Any], Any]:
+    """One job record -> its summary row (stage statuses, quality figures, included or excluded and why) and the
+    loaded episode of an included run (None otherwise)."""
+    row = dict(record)
+    row.setdefault("seconds", 0.0)
+    run_dir = Path(record["run_dir"])
+    try:
+        manifest = RunDir(run_dir).manifest() if run_dir.is_dir() else {}
+    except AKDError as exc:
+        manifest = {}
+        row.setdefault("error", str(exc).splitlines()[0])
+    failed = record["status"] not in ("done", "skipped")
+    row["stages"] = stage_statuses(manifest, sweep.source, failed)
+    if failed:
+        at = next((k for k, v in row["stages"].items() if v == "failed"), None)
+        what = "interrupted" if record["status"] == "interrupted" else f"job failed{f' at {at}' if at else ''}"
+        row.update(passed=False, included=False, quality=figures_of(manifest),
+                   reasons=[f"{what}: {record.get('error') or record['status']}"])
+        return row, None
+    quality, episode = assess_run(run_dir, sweep.quality, "tracked", include_rejected)
+    row.update(passed=quality.passed, included=quality.included, reasons=quality.reasons, quality=quality.figures)
+    return row, episode if quality.included else None
+
+
+def _totals(rows: list[dict[str, Any]], key: str) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = {}
+    for r in rows:
+        label = robot_label(r["robot"]) if key == "robot" else r[key]
+        t = totals.setdefault(label, {"jobs": 0, "included": 0, "excluded": 0, "failed": 0})
+        t["jobs"] += 1
+        t["included" if r["included"] else "excluded"] += 1
+        t["failed"] += r["status"] not in ("done", "skipped")
+    return totals
+
+
+def _export_datasets(sweep: Sweep, rows: list[dict[str, Any]], episodes: dict[tuple[Path, str], Any],
+                     allow_out_of_limits: bool) -> dict[str, list[str]]:
+    """Rebuild ``out/dataset/`` from the included runs: built in a temporary folder and renamed into place, so it
+    always holds exactly the runs the summary calls included (and a crash leaves the previous one)."""
     from .export import export_runs
 
-    ok = sorted((r for r in results if r["status"] in ("done", "skipped")), key=lambda r: r["name"])
+    datasets = Path(sweep.out) / "dataset"
+    included = [r for r in rows if r["included"]]
+    written: dict[str, list[str]] = {fmt: [] for fmt in sweep.export}
+    with atomic_path(datasets, suffix="") as tmp:
+        tmp.mkdir()
+        for fmt in sweep.export if included else []:
+            groups = {"": included}
+            if fmt == "lerobot":  # a LeRobot dataset holds one robot: one dataset per robot of the sweep
+                groups = {}
+                for r in included:
+                    groups.setdefault(_slug(robot_label(r["robot"]), 24), []).append(r)
+                if len(groups) == 1:
+                    groups = {"": included}
+            for suffix, runs in groups.items():
+                name = {"hdf5": "dataset.hdf5", "lerobot": "lerobot"}.get(fmt, fmt)
+                target = tmp / (f"{name}_{suffix}" if suffix else name)
+                paths = export_runs([Path(r["run_dir"]) for r in runs], fmt, target, append=False, progress=False,
+                                    episodes=episodes, allow_out_of_limits=allow_out_of_limits,
+                                    several=len(runs) > 1)
+                written[fmt] += [str(datasets / Path(p).relative_to(tmp)) for p in paths]
+    return written
+
+
+def aggregate(sweep: Sweep, results: list[dict[str, Any]], include_rejected: bool = False,
+              export: bool = True) -> dict[str, Any]:
+    """Judge every run, write one dataset per export format from the included ones (sorted by name), and write
+    ``summary.json`` / ``summary.csv`` -- always, even when nothing is exported. ``export=False`` (an interrupted
+    sweep) leaves ``out/dataset/`` as it was."""
     out = Path(sweep.out)
+    rows: list[dict[str, Any]] = []
+    episodes: dict[tuple[Path, str], Any] = {}
+    for record in sorted(results, key=lambda r: r["name"]):
+        row, episode = judge(sweep, record, include_rejected)
+        rows.append(row)
+        if episode is not None:
+            episodes[(Path(row["run_dir"]), "tracked")] = episode
+            episodes[(Path(row["run_dir"]), "auto")] = episode
     written: dict[str, list[str]] = {}
-    datasets = out / "dataset"
-    for fmt in sweep.export:
-        if not ok:
-            break
-        groups = {"": ok}
-        if fmt == "lerobot":  # a LeRobot dataset holds one robot: one dataset per robot of the sweep
-            groups = {}
-            for r in ok:
-                groups.setdefault(_slug(Path(r["robot"]).stem, 24), []).append(r)
-            if len(groups) == 1:
-                groups = {"": ok}
-        written[fmt] = []
-        for suffix, runs in groups.items():
-            name = {"hdf5": "dataset.hdf5", "lerobot": "lerobot"}.get(fmt, fmt)
-            target = datasets / (f"{name}_{suffix}" if suffix else name)
-            if fmt in ("hdf5", "lerobot") and target.exists():
-                # rebuilt from scratch each time, so a re-run never appends episodes twice
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
-            written[fmt] += [str(p) for p in export_runs([Path(r["run_dir"]) for r in runs], fmt, target)]
-    summary = {"sweep_out": str(out), "jobs": len(results), "succeeded": len(ok),
-               "failed": sum(r["status"] == "failed" for r in results), "datasets": written,
-               "runs": sorted(results, key=lambda r: r["name"])}
+    export_error = None
+    if export:
+        try:
+            written = _export_datasets(sweep, rows, episodes,
+                                       sweep.quality.allow_limit_violations or include_rejected)
+        except AKDError as exc:  # a dataset-level problem (e.g. runs at different rates): still write the summary
+            export_error = str(exc).splitlines()[0]
+            log.error("akd batch: the dataset could not be written: %s", export_error)
+    included = sum(r["included"] for r in rows)
+    in_dataset = 0 if export_error or not export else included
+    summary = {
+        "schema": SUMMARY_SCHEMA, "sweep_out": str(out), "interrupted": not export,
+        "quality": {**sweep.quality.to_dict(), "include_rejected": include_rejected},
+        "jobs": len(rows), "succeeded": sum(r["status"] in ("done", "skipped") for r in rows),
+        "failed": sum(r["status"] == "failed" for r in rows), "included": included,
+        "excluded": len(rows) - included, "in_dataset": in_dataset,
+        "included_despite_gates": sum(r["included"] and not r["passed"] for r in rows),
+        "datasets": written, "export_error": export_error,
+        "totals": {"robot": _totals(rows, "robot"), "prompt": _totals(rows, "prompt")},
+        "runs": rows,
+    }
+    summary["exit_code"] = 0 if in_dataset > 0 else 1
     write_json_atomic(out / "summary.json", summary)
-    columns = ["name", "status", "robot", "prompt", "seed", "seconds", "link_pos_err_m", "naive_link_pos_err_m",
-               "joint_rmse_rad", "foot_skate_mps", "fell", "torque_saturation_frac", "crosscheck_joint_rmse_rad",
-               "crosscheck_passed", "error", "run_dir"]
+    columns = ["name", "status", "included", "passed", "reasons", "robot", "prompt", "seed", "seconds",
+               "link_pos_err_m", "naive_link_pos_err_m", "joint_rmse_rad", "stance_slip_mps", "penetration_m",
+               "contact_schedule_match", "max_tilt_deg", "fell", "torque_saturation_frac", "crosscheck_joint_rmse_rad",
+               "crosscheck_passed", "limit_violation", "error", "run_dir"]
     with atomic_path(out / "summary.csv") as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(summary["runs"])
+        for r in rows:
+            writer.writerow({**r.get("quality", {}), **r, "reasons": "; ".join(r["reasons"])})
     return summary
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    lines = [f"{'run':58s} {'status':8s} {'link err m':>10s} {'naive m':>9s} {'seconds':>8s}  error"]
-    for r in summary["runs"]:
-        err = r.get("link_pos_err_m")
-        naive = r.get("naive_link_pos_err_m")
-        lines.append(f"{r['name'][:58]:58s} {r['status']:8s} {'' if err is None else f'{err:.4f}':>10s} "
-                     f"{'' if naive is None else f'{naive:.4f}':>9s} {r.get('seconds', 0):8.1f}  "
-                     f"{r.get('error', '')[:80]}")
-    lines.append(f"{summary['succeeded']} of {summary['jobs']} runs succeeded; datasets: "
-                 + ", ".join(f"{k}: {', '.join(map(str, v)) if v else '-'}" for k, v in summary["datasets"].items()))
-    lines.append(f"summary: {Path(summary['sweep_out']) / 'summary.csv'}")
+    """The short table `akd batch` prints: every run, in the dataset or not and why, then the totals."""
+    lines = [quality_table(summary["runs"], status=True)]
+    interrupted = " (interrupted: the dataset was not rebuilt)" if summary.get("interrupted") else ""
+    lines.append(f"{summary['in_dataset']} of {summary['jobs']} runs in the dataset, {summary['excluded']} excluded "
+                 f"({summary['failed']} failed jobs){interrupted}")
+    if summary.get("export_error"):
+        lines.append(f"the dataset could not be written: {summary['export_error']}")
+    if summary["datasets"]:
+        lines.append("datasets: " + ", ".join(f"{k}: {', '.join(map(str, v)) if v else '-'}"
+                                              for k, v in summary["datasets"].items()))
+    lines.append(f"summary: {Path(summary['sweep_out']) / 'summary.json'} (and summary.csv)")
     return "\n".join(lines)
 
 
 def run_batch(sweep_path: str | Path, backend: str = "local", address: str | None = None,
-              max_parallel: int | None = None, progress: bool = True) -> dict[str, Any]:
+              max_parallel: int | None = None, progress: bool = True, include_rejected: bool = False) -> dict[str, Any]:
     sweep = load_sweep(sweep_path)
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend must be local or ray, got {backend!r}")
     jobs = expand_jobs(sweep)
     Path(sweep.out).mkdir(parents=True, exist_ok=True)
     max_parallel = max_parallel or 1
     todo = [j for j in jobs if not job_done(j)]
-    results = [{**{"name": j.name, "run_dir": j.run_dir, "robot": j.robot, "prompt": j.prompt, "seed": j.seed},
-                "status": "skipped", "seconds": 0.0, **_run_metrics(j.run_dir)} for j in jobs if job_done(j)]
-    with tqdm(total=len(jobs), initial=len(results), desc="batch", unit="run", disable=not progress) as bar:
-        if todo:
-            if backend == "local":
-                results += _run_local(todo, max_parallel, bar)
-            elif backend == "ray":
-                results += _run_ray(todo, address, max_parallel, bar, sweep)
-            else:
-                raise ConfigError(f"--backend must be local or ray, got {backend!r}")
-    summary = aggregate(sweep, results)
+    pending = {j.name for j in todo}
+    results = [_record(j, status="skipped", seconds=0.0) for j in jobs if j.name not in pending]
+    try:
+        with tqdm(total=len(jobs), initial=len(results), desc="batch", unit="run", disable=not progress) as bar:
+            if todo and backend == "local":
+                _run_local(todo, max_parallel, bar, results)
+            elif todo:
+                _run_ray(todo, address, max_parallel, bar, sweep, results)
+    except KeyboardInterrupt:
+        finished = {r["name"] for r in results}
+        results += [_record(j, status="interrupted", error="the sweep was interrupted before this job finished")
+                    for j in todo if j.name not in finished]
+        aggregate(sweep, results, include_rejected, export=False)
+        raise
+    summary = aggregate(sweep, results, include_rejected)
     summary["executed"] = len(todo)
     return summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep", type=Path, help="sweep YAML (out, robots, prompts, seeds, source, duration, export)")
+    parser.add_argument("sweep", type=Path,
+                        help="sweep YAML (out, robots, prompts, seeds, source, duration, export, quality)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     parser.add_argument("--max-parallel", type=int, default=None, help="concurrent jobs (default 1)")
+    parser.add_argument("--include-rejected", action="store_true",
+                        help="put every finished run in the dataset whatever the quality gates say "
+                             "(the summary marks the runs that fail them)")
 
 
 def cli(args: argparse.Namespace) -> int:
-    summary = run_batch(args.sweep, args.backend, args.address, args.max_parallel)
+    summary = run_batch(args.sweep, args.backend, args.address, args.max_parallel,
+                        include_rejected=args.include_rejected)
     print(summary_table(summary))
-    return 0 if summary["failed"] == 0 else 1
+    if summary["exit_code"]:
+        print("akd batch: no run made it into the dataset; see the reasons above and in summary.json "
+              "(quality gates: sweep key 'quality', or --include-rejected)", file=sys.stderr)
+    return summary["exit_code"]

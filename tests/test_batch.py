@@ -1,4 +1,5 @@
-"""`akd batch`: sweeps expand into named jobs, failures are isolated, re-runs do no work, and the
+"""`akd batch`: sweeps expand into named jobs, failures are isolated, the dataset holds only the runs that pass
+the quality gates, summary.json names the others with their reasons (always written), re-runs do no work, and the
 local and Ray backends produce identical datasets."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from akd_core.batch import expand_jobs, load_sweep, run_batch
 from akd_core.errors import ConfigError
-from akd_core.rundir import RunDir
+from akd_core.quality import QualityGates
 
 
 def _write_sweep(folder: Path, out: str) -> Path:
@@ -38,6 +39,7 @@ def test_sweep_expands_into_named_jobs(tmp_path):
         "quadruped__walking-forward__seed0", "quadruped__trotting-forward__seed0",
         "hexapod__walking-forward__seed0", "hexapod__trotting-forward__seed0"}
     assert all(Path(j.run_dir).parent == tmp_path / "runs" / "s" for j in jobs)
+    assert sweep.quality == QualityGates()  # default gates when the sweep has no quality block
 
 
 def test_bad_sweeps_are_clear_errors(tmp_path):
@@ -50,48 +52,192 @@ def test_bad_sweeps_are_clear_errors(tmp_path):
         load_sweep(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         load_sweep(tmp_path / "missing.yaml")
+    bad.write_text("out: x\nrobots: [quadruped]\nprompts: [trot]\nquality: {allow_fall: true}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: quality: unknown gates \['allow_fall'\]"):
+        load_sweep(bad)
 
 
-def _poison_one_job(out: Path) -> str:
-    """A stale run directory of another robot/prompt under one job's name: that job must fail, alone."""
-    name = "hexapod__trotting-forward__seed0"
-    RunDir(out / name, create=True).update_manifest(robot="ostrich", prompt="an ostrich running")
-    return name
+BROKEN_URDF = """<robot name="broken">
+<link name="base"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>
+</inertial></link>
+<joint name="hip" type="revolute"><parent link="base"/><child link="thigh"/>
+<limit lower="-1" upper="1" effort="10" velocity="5"/></joint></robot>
+"""
 
 
 def _demos(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """Demos of an HDF5 dataset by the name of their run directory."""
     with h5py.File(path, "r") as f:
-        return {name: {"actions": f["data"][name]["actions"][()], "joint_pos": f["data"][name]["obs"]["joint_pos"][()],
-                       "prompt": f["data"][name].attrs.get("prompt")} for name in f["data"]}
+        return {Path(g.attrs["run"]).name: {"actions": g["actions"][()], "joint_pos": g["obs"]["joint_pos"][()],
+                                            "success": bool(g.attrs["success"])}
+                for g in (f["data"][name] for name in f["data"])}
+
+
+def _verdicts(summary: dict) -> dict[str, tuple[bool, list[str]]]:
+    return {r["name"]: (r["included"], r["reasons"]) for r in summary["runs"]}
+
+
+def _gated_sweep(folder: Path, extra: str = "") -> Path:
+    (folder / "broken.urdf").write_text(BROKEN_URDF)
+    sweep = folder / "sweep.yaml"
+    sweep.write_text(f"""
+out: runs/gated
+robots: [quadruped, broken.urdf]
+prompts: ["trotting forward"]
+seeds: [0, 1]
+duration: 0.4
+iterations: 1
+export: [hdf5]
+{extra}""")
+    return sweep
+
+
+def test_sweep_dataset_holds_only_the_good_runs_and_the_summary_names_the_rest(tmp_path, capsys):
+    """Two finished quadruped runs (seed 1's tracked robot fell, as its manifest says) and two jobs of a URDF that
+    does not load: exit 0, a dataset of exactly the good run, every other run listed with its reason."""
+    from akd_core.cli import main
+
+    from .test_quality import finished_run
+
+    sweep = _gated_sweep(tmp_path)
+    out = tmp_path / "runs" / "gated"
+    finished_run(out / "quadruped__trotting-forward__seed0", seed=0)
+    finished_run(out / "quadruped__trotting-forward__seed1", seed=1, track={"fell": True, "max_tilt_deg": 176.0})
+    assert main(["batch", str(sweep)]) == 0
+    table = capsys.readouterr().out
+    assert "1 of 4 runs in the dataset, 3 excluded (2 failed jobs)" in table
+    assert "fell (max root tilt 176 deg) (gate allow_falls)" in table and "job failed at gait" in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_code"] == 0 and summary["in_dataset"] == 1 and summary["failed"] == 2
+    runs = {r["name"]: r for r in summary["runs"]}
+    good, fell = runs["quadruped__trotting-forward__seed0"], runs["quadruped__trotting-forward__seed1"]
+    broken = runs["broken__trotting-forward__seed0"]
+    assert good["included"] and good["passed"] and good["reasons"] == []
+    assert good["stages"] == {"gait": "done", "track": "done", "crosscheck": "done", "preview": "done"}
+    assert good["quality"]["link_pos_err_m"] == 0.05 and good["quality"]["crosscheck_passed"] is True
+    assert not fell["included"] and fell["reasons"] == ["fell (max root tilt 176 deg) (gate allow_falls)"]
+    assert fell["quality"]["fell"] is True and fell["status"] == "skipped"
+    assert broken["status"] == "failed" and not broken["included"]
+    assert broken["stages"] == {"gait": "failed", "track": "not run", "crosscheck": "not run", "preview": "not run"}
+    assert broken["reasons"] == [f"job failed at gait: {broken['error']}"] and "thigh" in broken["error"]
+    assert summary["totals"]["robot"] == {"quadruped": {"jobs": 2, "included": 1, "excluded": 1, "failed": 0},
+                                          "broken": {"jobs": 2, "included": 0, "excluded": 2, "failed": 2}}
+    assert summary["totals"]["prompt"]["trotting forward"]["included"] == 1
+    assert summary["quality"] == {"allow_falls": False, "allow_limit_violations": False, "require_crosscheck": True,
+                                  "max_link_err_m": 0.3, "max_stance_slip_mps": None, "max_penetration_m": None,
+                                  "min_contact_match": None, "include_rejected": False}
+    dataset = out / "dataset" / "dataset.hdf5"
+    assert summary["datasets"] == {"hdf5": [str(dataset)]}
+    first = _demos(dataset)
+    assert sorted(first) == ["quadruped__trotting-forward__seed0"]
+    csv_rows = (out / "summary.csv").read_text().strip().splitlines()
+    assert len(csv_rows) == 5 and csv_rows[0].startswith("name,status,included,passed,reasons")
+
+    # re-running is idempotent: only the failed jobs are attempted again, the same dataset and verdicts
+    again = run_batch(sweep, progress=False)
+    assert again["executed"] == 2 and _verdicts(again) == _verdicts(summary)
+    second = _demos(dataset)
+    assert sorted(second) == sorted(first)
+    np.testing.assert_array_equal(second["quadruped__trotting-forward__seed0"]["actions"],
+                                  first["quadruped__trotting-forward__seed0"]["actions"])
+
+    # --include-rejected puts the fallen run back (marked, success = False); the unloadable URDF cannot be
+    assert main(["batch", str(sweep), "--include-rejected"]) == 0
+    table = capsys.readouterr().out
+    assert "INCLUDED DESPITE: fell" in table and "--include-rejected: 1 run(s)" in table
+    forced = json.loads((out / "summary.json").read_text())
+    assert forced["included_despite_gates"] == 1 and forced["in_dataset"] == 2
+    assert {k: v["success"] for k, v in _demos(dataset).items()} == {
+        "quadruped__trotting-forward__seed0": True, "quadruped__trotting-forward__seed1": False}
+
+    # gates tightened in the sweep: the finished runs are judged again without re-running; none passes -> exit 1,
+    # the summary is still written, and the dataset folder no longer holds the old demos
+    _gated_sweep(tmp_path, "quality: {max_link_err_m: 0.01, allow_falls: true}")
+    assert main(["batch", str(sweep)]) == 1
+    assert "no run made it into the dataset" in capsys.readouterr().err
+    strict = json.loads((out / "summary.json").read_text())
+    assert strict["exit_code"] == 1 and strict["in_dataset"] == 0 and strict["datasets"] == {"hdf5": []}
+    assert _verdicts(strict)["quadruped__trotting-forward__seed1"] == (
+        False, ["link position error 0.05 m > 0.01 m (gate max_link_err_m)"])
+    assert list((out / "dataset").iterdir()) == []
+
+
+def test_an_interrupted_sweep_still_writes_its_summary(tmp_path, monkeypatch):
+    """Ctrl-C during the jobs: the summary lists the finished runs and the interrupted ones; the dataset is kept."""
+    import akd_core.batch as batch
+
+    from .test_quality import finished_run
+
+    sweep = _gated_sweep(tmp_path)
+    out = tmp_path / "runs" / "gated"
+    finished_run(out / "quadruped__trotting-forward__seed0", seed=0)
+
+    def interrupted(jobs, max_parallel, bar, results):
+        broken = next(j for j in jobs if j.name.startswith("broken"))
+        results.append(batch.run_job(broken))  # a real job (the URDF does not load), then the user presses Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch, "_run_local", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(sweep, progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["exit_code"] == 1 and summary["datasets"] == {}
+    statuses = {r["name"]: r["status"] for r in summary["runs"]}
+    assert statuses == {"broken__trotting-forward__seed0": "failed", "broken__trotting-forward__seed1": "interrupted",
+                        "quadruped__trotting-forward__seed0": "skipped",
+                        "quadruped__trotting-forward__seed1": "interrupted"}
+    reasons = {r["name"]: r["reasons"] for r in summary["runs"]}
+    assert reasons["quadruped__trotting-forward__seed1"] == [
+        "interrupted: the sweep was interrupted before this job finished"]
+    assert reasons["quadruped__trotting-forward__seed0"] == []  # finished and good, but no dataset was rebuilt
+    assert not (out / "dataset").exists()
+
+
+def _weak_quadruped(folder: Path) -> Path:
+    """The built-in quadruped with every effort limit at 1 %: too weak to stand."""
+    from akd_core.skeletons import build
+
+    robot = build("quadruped")
+    for joint in robot.joints:
+        joint.effort *= 0.01
+    path = folder / "weak_quadruped.urdf"
+    robot.to_urdf(path)
+    return path
 
 
 @pytest.mark.slow
-def test_local_and_ray_sweeps_isolate_failures_resume_and_agree(tmp_path):
+def test_local_and_ray_sweeps_keep_only_usable_demos_resume_and_agree(tmp_path):
+    """Real jobs end to end: the built-in quadruped (a usable trot), the same robot at 1 % effort (excluded by the
+    default gates) and a URDF that does not load; local and Ray give the same dataset of exactly the good run."""
     pytest.importorskip("ray")
+    from akd_core.cli import main
+
+    _weak_quadruped(tmp_path)
+    (tmp_path / "broken.urdf").write_text(BROKEN_URDF)
+    good, weak, broken = ("quadruped__trotting-forward__seed0", "weak-quadruped__trotting-forward__seed0",
+                          "broken__trotting-forward__seed0")
     results = {}
     for backend in ("local", "ray"):
-        sweep = _write_sweep(tmp_path, f"runs/{backend}")
-        failing = _poison_one_job(tmp_path / "runs" / backend)
-        summary = run_batch(sweep, backend=backend, max_parallel=2, progress=False)
-        assert summary["jobs"] == 4 and summary["succeeded"] == 3 and summary["failed"] == 1
-        failed = [r for r in summary["runs"] if r["status"] == "failed"]
-        assert failed[0]["name"] == failing and "already holds a run" in failed[0]["error"]
+        sweep = tmp_path / f"sweep_{backend}.yaml"
+        sweep.write_text(f"out: runs/{backend}\nrobots: [quadruped, weak_quadruped.urdf, broken.urdf]\n"
+                         "prompts: [trotting forward]\nduration: 0.6\niterations: 1\nexport: [hdf5]\n")
+        assert main(["batch", str(sweep), "--backend", backend, "--max-parallel", "2"]) == 0
+        summary = json.loads((tmp_path / "runs" / backend / "summary.json").read_text())
+        runs = {r["name"]: r for r in summary["runs"]}
+        assert summary["jobs"] == 3 and summary["in_dataset"] == 1 and summary["failed"] == 1
+        assert runs[good]["included"] and runs[good]["reasons"] == []
+        assert runs[weak]["status"] == "done" and not runs[weak]["included"]
+        assert all("(gate " in reason for reason in runs[weak]["reasons"]) and runs[weak]["reasons"]
+        assert runs[broken]["reasons"][0].startswith("job failed at gait")
         dataset = Path(summary["datasets"]["hdf5"][0])
-        with h5py.File(dataset, "r") as f:
-            assert len(f["data"]) == 3 and f["data"].attrs["total"] > 0
-        csv_rows = (tmp_path / "runs" / backend / "summary.csv").read_text().strip().splitlines()
-        assert len(csv_rows) == 5
-        assert json.loads((tmp_path / "runs" / backend / "summary.json").read_text())["failed"] == 1
+        assert sorted(_demos(dataset)) == [good]
         again = run_batch(sweep, backend=backend, max_parallel=2, progress=False)
         assert again["executed"] == 1, "only the failed job is attempted again"
-        assert {r["name"] for r in again["runs"] if r["status"] == "skipped"} == {
-            r["name"] for r in summary["runs"] if r["status"] == "done"}
+        assert _verdicts(again) == _verdicts(summary) and sorted(_demos(dataset)) == [good]
         results[backend] = _demos(dataset)
     local, ray_ = results["local"], results["ray"]
-    assert sorted(local) == sorted(ray_)
-    for name in local:
-        np.testing.assert_array_equal(local[name]["actions"], ray_[name]["actions"])
-        np.testing.assert_array_equal(local[name]["joint_pos"], ray_[name]["joint_pos"])
+    np.testing.assert_array_equal(local[good]["actions"], ray_[good]["actions"])
+    np.testing.assert_array_equal(local[good]["joint_pos"], ray_[good]["joint_pos"])
 
 
 def test_ray_backend_without_ray_is_a_clear_error(tmp_path, monkeypatch):
@@ -115,11 +261,14 @@ def test_ray_backend_without_ray_is_a_clear_error(tmp_path, monkeypatch):
 def test_summary_table_lists_every_dataset_written():
     from akd_core.batch import summary_table
 
-    summary = {"runs": [{"name": "a1__trot__seed0", "status": "done", "link_pos_err_m": 0.1, "seconds": 3.0},
-                        {"name": "bad__trot__seed0", "status": "failed", "error": "no legs found"}],
-               "jobs": 2, "succeeded": 1, "sweep_out": "out",
+    summary = {"runs": [{"name": "a1__trot__seed0", "status": "done", "included": True, "passed": True,
+                         "reasons": [], "quality": {"link_pos_err_m": 0.1}},
+                        {"name": "bad__trot__seed0", "status": "failed", "included": False, "passed": False,
+                         "reasons": ["job failed at gait: no legs found"], "quality": {}}],
+               "jobs": 2, "in_dataset": 1, "excluded": 1, "failed": 1, "sweep_out": "out",
                "datasets": {"hdf5": ["out/dataset/dataset.hdf5"],
                             "lerobot": ["out/dataset/lerobot_a1", "out/dataset/lerobot_quadruped"]}}
     table = summary_table(summary)
     assert "out/dataset/lerobot_a1, out/dataset/lerobot_quadruped" in table
-    assert "1 of 2 runs succeeded" in table and "no legs found" in table
+    assert "1 of 2 runs in the dataset, 1 excluded (1 failed jobs)" in table and "no legs found" in table
+    assert "a1__trot__seed0" in table and "0.1000" in table
