@@ -321,7 +321,7 @@ def _export_datasets(sweep: Sweep, rows: list[dict[str, Any]], episodes: dict[tu
 
 
 def aggregate(sweep: Sweep, results: list[dict[str, Any]], include_rejected: bool = False,
-              export: bool = True) -> dict[str, Any]:
+              export: bool = True, executed: int | None = None) -> dict[str, Any]:
     """Judge every run, write one dataset per export format from the included ones (sorted by name), and write
     ``summary.json`` / ``summary.csv`` -- always, even when nothing is exported. ``export=False`` (an interrupted
     sweep) leaves ``out/dataset/`` as it was."""
@@ -352,7 +352,7 @@ def aggregate(sweep: Sweep, results: list[dict[str, Any]], include_rejected: boo
         "failed": sum(r["status"] == "failed" for r in rows), "included": included,
         "excluded": len(rows) - included, "in_dataset": in_dataset,
         "included_despite_gates": sum(r["included"] and not r["passed"] for r in rows),
-        "datasets": written, "export_error": export_error,
+        "datasets": written, "export_error": export_error, "executed": executed,
         "totals": {"robot": _totals(rows, "robot"), "prompt": _totals(rows, "prompt")},
         "runs": rows,
     }
@@ -406,11 +406,10 @@ def run_batch(sweep_path: str | Path, backend: str = "local", address: str | Non
         finished = {r["name"] for r in results}
         results += [_record(j, status="interrupted", error="the sweep was interrupted before this job finished")
                     for j in todo if j.name not in finished]
-        aggregate(sweep, results, include_rejected, export=False)
+        aggregate(sweep, results, include_rejected, export=False,
+                  executed=sum(r["status"] not in ("skipped", "interrupted") for r in results))
         raise
-    summary = aggregate(sweep, results, include_rejected)
-    summary["executed"] = len(todo)
-    return summary
+    return aggregate(sweep, results, include_rejected, executed=len(todo))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
