@@ -56,15 +56,15 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
 
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .tracking import stage_track
+    from .physics.tracker import stage_track
 
     return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed)
 
 
 def _crosscheck_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .crosscheck import stage_crosscheck
+    from .physics.crosscheck import stage_crosscheck
 
-    return stage_crosscheck(run)
+    return stage_crosscheck(run, device=cfg.device)
 
 
 def _preview_stage(cfg: PipelineConfig, run: RunDir) -> dict:

@@ -5,7 +5,7 @@ builder, the gait-phase clock, a small torch MLP policy with its normalisation, 
 environment (same MJCF, PD gains, effort limits, armature and timestep as the cross-check of the data), the closed-loop
 evaluation metrics, and the ``akd train-bc`` / ``akd eval-policy`` commands.
 
-Timing convention (matches :func:`akd_core.tracking.substep_targets` and :func:`akd_core.crosscheck.replay`): the
+Timing convention (matches :func:`akd_core.physics.engine.substep_targets`, which every engine uses): the
 data's state k evolves to state k+1 while the PD target moves linearly from ``actions[k]`` to ``actions[k+1]``. So
 the policy, observing state k and the target it last sent (``actions[k]``), predicts ``actions[k+1]``; the environment
 interpolates from the previous target to the new one over the control period. With this choice a perfect policy
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 POLICY_FORMAT = "akd-bc-policy"
 POLICY_VERSION = 1
-FALL_TILT_DEG = 60.0  # same fall definition as akd_core.tracking
+FALL_TILT_DEG = 60.0  # same fall definition as akd_core.physics.metrics
 FALL_HEIGHT_FRACTION = 0.5
 GAIT_HZ_RANGE = (0.3, 8.0)  # plausible stride frequencies searched for the gait clock
 DEFAULT_EPOCHS = 300
@@ -410,11 +410,11 @@ def check_robot_matches(joint_names: list[str], robot: Robot, source: str) -> No
 # ----------------------------------------------------------------------------- physics of the data
 def default_physics(robot: Robot, dt: float, env_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """MuJoCo settings of the data: armature (J,), sim_dt (s) and friction, from the dataset's env_args when it has
-    them, else the defaults :mod:`akd_core.tracking` used for this robot (mass-scaled armature, 1 ms step, mu 1)."""
+    them, else the defaults :mod:`akd_core.physics` used for this robot (mass-scaled armature, 1 ms step, mu 1)."""
     env_args = env_args or {}
     armature = env_args.get("armature")
     if armature is None:
-        from .tracking import REFERENCE_MASS_KG
+        from .physics.params import REFERENCE_MASS_KG
 
         armature = 0.01 * robot.total_mass / REFERENCE_MASS_KG
     armature = np.broadcast_to(np.asarray(armature, dtype=np.float64), (robot.num_dofs,)).copy()
@@ -499,11 +499,13 @@ class MujocoEnv:
     def __init__(self, robot: Robot, kp: np.ndarray, kd: np.ndarray, dt: float, physics: dict[str, Any]):
         import mujoco
 
-        from .crosscheck import build_mujoco
+        from .physics.mujoco_engine import build_mujoco
+        from .physics.params import default_physics as tracking_physics
 
         self.mujoco = mujoco
-        self.model, self.data = build_mujoco(robot, kp, kd, physics["armature"], physics["sim_dt"],
-                                             physics.get("friction", 1.0))
+        params = tracking_physics(robot, kp=kp, kd=kd, armature=physics["armature"],
+                                  contact_mu=physics.get("friction", 1.0))
+        self.model, self.data = build_mujoco(robot, params, physics["sim_dt"])
         self.dt = float(dt)
         self.substeps = max(1, int(round(self.dt / self.model.opt.timestep)))
         obj = mujoco.mjtObj

@@ -1,10 +1,14 @@
-"""Tracking benchmark on real 4 s forward trots (built-in quadruped and a1): Newton vs MuJoCo simulated seconds per
-wall second (same robot, same dt, same targets), wall time of the full `akd track` computation (naive replay +
-optimisation + final rollout), the naive-vs-optimised error table and the MuJoCo cross-check over 2 s.
+"""Tracking benchmark: one table, same clips, same machine. Rows per clip: naive PD replay of the reference angles,
+velocity-feedforward targets, the paper's Adam method on Newton (`--method adam`, optional: slow on CPU) and the
+sampling MPC (`akd track`'s default), with link error, final heading error, engine-contact stance slip, penetration,
+upright, wall time and wall time as a multiple of the naive replay; then the other-engine cross-check of the MPC
+result and MuJoCo vs Newton rollout throughput.
 
-    .venv/bin/python bench/bench_tracking.py [--robots quadruped,a1] [--duration 4] [--iterations N] [--device cpu]
+    .venv/bin/python bench/bench_tracking.py [--clips quadruped-demo,a1-trot] [--duration 4] [--adam]
+        [--samples N] [--device cpu|cuda]
 
-Clips: tests/test_tracking.py GAIT_CLIPS ("<robot>-trot"). Defaults are those of `akd track`.
+Clips: "<robot>-demo" is the robot's prompt "trot forward" as `akd run` makes it (the built-in quadruped's demo
+is "a dog trotting forward"); "<robot>-trot"/"-walk" are generate_gait clips at fixed speeds (CLIPS below).
 """
 
 from __future__ import annotations
@@ -18,56 +22,120 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core import crosscheck as C  # noqa: E402
-from akd_core import tracking as T  # noqa: E402
-from tests.test_tracking import GAIT_CLIPS, gait_clip, gait_robot  # noqa: E402
+from akd_core.physics import crosscheck as C  # noqa: E402
+from akd_core.physics import tracker as TR  # noqa: E402
+from akd_core.physics.engine import make_engine  # noqa: E402
 
-ROWS = ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "foot_skate_mps", "penetration_m", "max_tilt_deg",
-        "fell", "torque_saturation_frac", "max_torque_ratio")
+CLIPS = {  # robot, pattern, speed m/s, frequency Hz (None: the gait's own)
+    "quadruped-trot": ("quadruped", "trot", 0.4, 1.6),
+    "a1-trot": ("a1", "trot", 0.6, None),
+    "a1-fast": ("a1", "trot", 1.2, None),
+    "solo12-trot": ("solo12", "trot", 0.5, None),
+    "humanoid-walk": ("humanoid", "walk", 0.5, None),
+    "ostrich-walk": ("ostrich", "walk", 0.5, None),
+    "g1-walk": ("g1", "walk", 0.4, None),
+}
+DEMO_PROMPTS = {"quadruped": "a dog trotting forward", "humanoid": "a person walking forward"}
+COLUMNS = ("link_pos_err_m", "heading_err_deg", "stance_slip_mps", "penetration_m", "max_tilt_deg", "fell")
 
 
-def bench_robot(name: str, duration: float, iterations: int | None, device: str | None) -> None:
-    _, pattern, speed, frequency = GAIT_CLIPS[f"{name}-trot"]
-    robot = gait_robot(name)
-    motion = gait_clip(robot, pattern, speed, frequency, duration)
-    cfg = T.TrackingConfig(iterations=iterations, device=device)
-    problem = T.build_problem(robot, motion, cfg)
-    T.simulate(problem, problem.reference.joint_pos)  # warm-up: kernels + graph capture
-    start = time.perf_counter()
-    naive = T.simulate(problem, problem.reference.joint_pos)
-    newton_wall = time.perf_counter() - start
-    tracked = T.to_tracked(problem, naive, problem.reference.joint_pos)
-    start = time.perf_counter()
-    C.replay(robot, tracked, problem.sim.sim_dt, problem.physics.armature, problem.physics.contact_mu)
-    mujoco_wall = time.perf_counter() - start
-    print(f"\n## {name}: {robot.num_dofs} DoF, {robot.total_mass:.1f} kg, {pattern} {speed} m/s, {duration:g} s "
-          f"({problem.reference.num_frames} frames), device {problem.sim.device}, sim dt {problem.sim.sim_dt} s")
-    print(f"Newton Featherstone (graph-captured): {duration / newton_wall:8.2f} sim-s per wall-s")
-    print(f"MuJoCo (position actuators)         : {duration / mujoco_wall:8.2f} sim-s per wall-s")
-    print(f"MuJoCo / Newton speed ratio         : {newton_wall / mujoco_wall:8.1f}x")
-    start = time.perf_counter()
-    tracked, metrics = T.track_motion(robot, motion, cfg, progress=True)
-    wall = time.perf_counter() - start
-    print(f"full tracking ({metrics['windows']} windows, {metrics['iterations']} Adam iterations in all, "
-          f"{metrics['early_stopped_windows']} early-stopped): {wall:.1f} s wall")
-    cc = C.crosscheck(robot, tracked, metrics["sim_dt_s"], np.asarray(metrics["armature"]), metrics["contact"]["mu"])
-    print("\n| metric | naive | optimised |\n|---|---|---|")
-    for key in ROWS:
-        print(f"| {key} | {metrics['naive_' + key]:.4g} | {metrics[key]:.4g} |")
-    print(f"\nMuJoCo cross-check of optimised targets over {cc['seconds']:.1f} s: joint RMSE {cc['joint_rmse_rad']:.4f}"
-          f" rad, max dev {cc['max_joint_dev_rad']:.4f} rad, root drift {cc['root_pos_drift_m']:.4f} m, "
-          f"passed {cc['passed']}; open-loop torque replay RMSE {cc['torque_joint_rmse_rad']:.4f} rad")
+def robot_of(name: str):
+    from akd_core.robot import load_robot
+
+    if name in ("quadruped", "humanoid", "ostrich", "hexapod"):
+        return load_robot(name)
+    from tests.conftest import example_robot_urdf
+
+    return load_robot(example_robot_urdf(name))
+
+
+def clip(name: str, duration: float):
+    from akd_core.gait import GaitSpec, generate_gait
+    from akd_core.legs import find_legs
+    from akd_core.prompt import spec_from_prompt
+
+    robot_name, _, kind = name.rpartition("-")
+    robot = robot_of(robot_name)
+    if kind == "demo":
+        prompt = DEMO_PROMPTS.get(robot_name, "trot forward")
+        spec = spec_from_prompt(prompt, robot, find_legs(robot))[0]
+    else:
+        _, pattern, speed, frequency = CLIPS[name]
+        prompt, spec = f"{pattern} forward", GaitSpec(pattern=pattern, speed=speed, frequency=frequency)
+    return robot, generate_gait(robot, spec, duration=duration, fps=50.0, prompt=prompt)
+
+
+def row(label: str, metrics: dict, wall: float, naive_wall: float) -> str:
+    cells = [f"{metrics[k]:.3f}" if isinstance(metrics[k], float) else str(metrics[k]) for k in COLUMNS]
+    return f"| {label} | " + " | ".join(cells) + f" | {wall:.1f} | {wall / max(naive_wall, 1e-9):.0f}x |"
+
+
+def bench_clip(name: str, duration: float, adam: bool, samples: int | None, device: str | None) -> None:
+    robot, motion = clip(name, duration)
+    cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device)
+    setup = TR.build(robot, motion, cfg)
+    print(f"\n## {name}: {robot.num_dofs} DoF, {robot.total_mass:.1f} kg, {duration:g} s, "
+          f"{motion.root_pos[-1, 0] - motion.root_pos[0, 0]:.2f} m forward; engine {setup.engine.name}, "
+          f"sim dt {setup.engine.sim_dt * 1e3:.1f} ms, {setup.sampling.samples} samples, noise "
+          f"{setup.sampling.noise_rad} rad, horizon {setup.horizon / setup.reference.fps:.2f} s")
+    print("\n| method | link err m | final heading err deg | stance slip m/s | penetration m | max tilt deg | fell "
+          "| wall s | x naive |\n|---|---|---|---|---|---|---|---|---|")
+    tic = time.perf_counter()
+    rec, _ = TR.execute(setup.engine, setup.start, setup.reference.joint_pos.astype(np.float64))
+    naive_wall = time.perf_counter() - tic
+    print(row("naive replay", TR.record_metrics(setup, rec, setup.reference.joint_pos)[1], naive_wall, naive_wall))
+    tic = time.perf_counter()
+    rec, _ = TR.execute(setup.engine, setup.start, setup.feedforward)
+    print(row("velocity feedforward", TR.record_metrics(setup, rec, setup.feedforward)[1],
+              time.perf_counter() - tic, naive_wall))
+    if adam:
+        tic = time.perf_counter()
+        _, metrics = TR.track_motion(robot, motion, TR.TrackingConfig(method="adam", device=device), progress=False)
+        print(row("adam (Newton, paper)", metrics, time.perf_counter() - tic, naive_wall))
+    tic = time.perf_counter()
+    tracked, metrics = TR.track_motion(robot, motion, cfg, progress=False)
+    print(row(f"sampling MPC ({metrics['engine']})", metrics, time.perf_counter() - tic, naive_wall))
+    other = "newton" if metrics["engine"] == "mujoco" else "mujoco"
+    tic = time.perf_counter()
+    cc = C.crosscheck(robot, tracked, setup.physics, other)
+    print(f"\ncross-check in {other} ({time.perf_counter() - tic:.1f} s): windowed joint RMSE "
+          f"{cc['joint_rmse_rad']:.4f} rad over {cc['windows']} x {cc['window_s']:.1f} s (worst "
+          f"{cc['worst_window_joint_rmse_rad']:.4f}), root error {cc['root_pos_err_m']:.4f} m, passed {cc['passed']}; "
+          f"open loop {cc['open_loop_s']:.0f} s: joint RMSE {cc['open_loop_joint_rmse_rad']:.3f} rad, root drift "
+          f"{cc['open_loop_root_drift_m']:.3f} m")
+
+
+def throughput(name: str, worlds: int, device: str | None) -> None:
+    robot, motion = clip(name, 1.0)
+    setup = TR.build(robot, motion, TR.TrackingConfig(method="mpc", device=device))
+    targets = np.repeat(setup.feedforward[None], worlds, axis=0)
+    for engine_name, dt in (("mujoco", 2e-3), ("mujoco", 1e-3), ("newton", 1e-3)):
+        steps = int(round(setup.engine.sim_dt * setup.engine.steps / dt))
+        engine = make_engine(engine_name, robot, setup.physics, dt, steps, setup.engine.feet, setup.engine.link_names,
+                             device=device)
+        engine.rollout(engine.start(setup.start), targets[:, :3])  # warm-up: kernels, graphs, threads
+        tic = time.perf_counter()
+        engine.rollout(engine.start(setup.start), targets)
+        wall = time.perf_counter() - tic
+        sim = worlds * (setup.reference.num_frames - 1) / setup.reference.fps
+        print(f"| {name} | {engine_name} dt {dt * 1e3:.0f} ms | {worlds} | {sim / wall:.1f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--robots", default="quadruped,a1")
+    parser.add_argument("--clips", default="quadruped-demo,a1-trot")
     parser.add_argument("--duration", type=float, default=4.0)
-    parser.add_argument("--iterations", type=int, default=None, help="per window (default: akd track's)")
+    parser.add_argument("--adam", action="store_true", help="also run the gradient method (minutes on CPU)")
+    parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--worlds", type=int, default=16, help="worlds in the throughput table")
     args = parser.parse_args()
-    for name in args.robots.split(","):
-        bench_robot(name.strip(), args.duration, args.iterations, args.device)
+    for name in args.clips.split(","):
+        bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device)
+    print("\n## Rollout throughput (simulated seconds per wall second, all worlds together)\n\n"
+          "| clip | engine | worlds | sim-s / wall-s |\n|---|---|---|---|")
+    for name in args.clips.split(","):
+        throughput(name.strip(), args.worlds, args.device)
 
 
 if __name__ == "__main__":

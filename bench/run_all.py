@@ -23,7 +23,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "fk": ("bench_fk.py", [], ["--frames", "500", "--repeats", "3"]),
     "render": ("bench_render.py", [], ["--quick"]),
     "sds": ("bench_sds.py", [], ["--iterations", "2", "--gaussians", "2000"]),
-    "tracking": ("bench_tracking.py", [], ["--robots", "a1", "--duration", "1.0", "--iterations", "1"]),
+    "tracking": ("bench_tracking.py", [], ["--clips", "a1-trot", "--duration", "1.0", "--worlds", "2"]),
     "ros": ("bench_ros.py", [], ["--rates", "100,500", "--duration", "1.0"]),
     "policy": ("bench_policy.py", [], ["--seeds", "0"]),
     "batch": ("bench_batch.py", [], ["--jobs", "2"]),

@@ -1,6 +1,5 @@
-"""MuJoCo replay of Newton-tracked motions: agreement on the same targets, a detectably wrong replay fails,
-and the crosscheck stage's file. (The 2 s replay of optimised targets on real 4 s gait clips is the slow test
-tests/test_tracking.py::test_four_second_gait_tracks_upright_better_than_naive_and_replays_in_mujoco.)"""
+"""Cross-check in the other engine: MuJoCo-tracked targets replayed in Newton (windowed), a detectably wrong replay
+fails, and the crosscheck stage's file."""
 
 from __future__ import annotations
 
@@ -10,12 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from akd_core import crosscheck as C
-from akd_core import tracking as T
+from akd_core.physics import crosscheck as C
+from akd_core.physics import tracker as TR
+from akd_core.physics.params import physics_from_dict
 from akd_core.robot import load_urdf
 from akd_core.rundir import RunDir
 from tests.conftest import example_robot_urdf
-from tests.test_tracking import trot_in_place
+from tests.test_gradient import trot_in_place
 
 
 @pytest.fixture(scope="module")
@@ -24,50 +24,42 @@ def a1():
 
 
 @pytest.fixture(scope="module")
-def naive_trot(a1):
-    tracked, metrics = T.track_motion(a1, trot_in_place(a1, duration=1.0), T.TrackingConfig(iterations=0),
-                                      progress=False)
-    return tracked, metrics
+def mpc_trot(a1):
+    cfg = TR.TrackingConfig(method="mpc", samples=8)
+    return TR.track_motion(a1, trot_in_place(a1, duration=1.0), cfg, progress=False)
 
 
-def test_mujoco_replay_of_newton_pd_targets_agrees(a1, naive_trot):
-    tracked, metrics = naive_trot
-    result = C.crosscheck(a1, tracked, metrics["sim_dt_s"], np.asarray(metrics["armature"]))
-    assert result["passed"] and result["joint_rmse_rad"] < 0.05
-    assert result["root_pos_drift_m"] < 0.05
-    assert result["seconds"] == pytest.approx(1.0)
-    # open-loop torque replay is reported too (it drifts: no feedback), and is finite
-    assert np.isfinite(result["torque_joint_rmse_rad"])
+def test_newton_replays_mujoco_tracked_targets_within_threshold(a1, mpc_trot):
+    tracked, metrics = mpc_trot
+    result = C.crosscheck(a1, tracked, physics_from_dict(a1, metrics), "newton", window_s=0.5, open_loop_s=1.0)
+    assert result["engine"] == "newton" and result["tracked_engine"] == "mujoco"
+    assert result["windows"] == 2 and result["window_s"] == pytest.approx(0.5)
+    assert result["passed"] and result["joint_rmse_rad"] < 0.05, result
+    assert result["root_pos_err_m"] < 0.05
+    assert np.isfinite(result["open_loop_joint_rmse_rad"]) and result["open_loop_s"] == pytest.approx(1.0)
 
 
-def test_replay_starts_from_newton_state_with_wxyz_conversion(a1, naive_trot):
-    tracked, metrics = naive_trot
-    out = C.replay(a1, tracked, metrics["sim_dt_s"], np.asarray(metrics["armature"]), horizon_s=0.0)
-    np.testing.assert_allclose(out["root_quat"][0], tracked.root_quat[0] / np.linalg.norm(tracked.root_quat[0]),
-                               atol=1e-6)
-    np.testing.assert_allclose(out["joint_pos"][0], tracked.joint_pos[0], atol=1e-6)
-
-
-def test_wrong_targets_fail_the_crosscheck(a1, naive_trot):
-    """Front and rear legs swapped in the targets: MuJoCo then does something else, and the check says so."""
-    tracked, metrics = naive_trot
+def test_wrong_targets_fail_the_crosscheck(a1, mpc_trot):
+    """Front and rear legs swapped in the targets: the other engine then does something else, and the check says so."""
+    tracked, metrics = mpc_trot
     swapped = tracked.pd_targets.copy()
     swapped[:, :6], swapped[:, 6:] = tracked.pd_targets[:, 6:], tracked.pd_targets[:, :6]
     swapped[:, [1, 4, 7, 10]] += 0.4
     wrong = dataclasses.replace(tracked, pd_targets=swapped, naive=None)
-    result = C.crosscheck(a1, wrong, metrics["sim_dt_s"], np.asarray(metrics["armature"]))
+    result = C.crosscheck(a1, wrong, physics_from_dict(a1, metrics), "mujoco", open_loop_s=0.2)
     assert not result["passed"]
 
 
-def test_stage_crosscheck_writes_json(a1, tmp_path, naive_trot):
-    tracked, metrics = naive_trot
+def test_stage_crosscheck_writes_json_and_picks_the_other_engine(a1, tmp_path, mpc_trot):
+    tracked, metrics = mpc_trot
     run = RunDir(tmp_path / "run", create=True)
     a1.to_urdf(run.file("robot.urdf"))
     tracked.save(run.file("tracked.npz"))
     run.set_stage("track", status="done", metrics=metrics)
-    result = C.stage_crosscheck(run, horizon_s=0.5)
+    result = C.stage_crosscheck(run, open_loop_s=0.2)
     saved = json.loads(run.file("crosscheck.json").read_text())
-    for key in ("joint_rmse_rad", "root_pos_drift_m", "max_joint_dev_rad", "threshold", "passed"):
+    for key in ("joint_rmse_rad", "root_pos_err_m", "max_joint_dev_rad", "threshold", "passed",
+                "open_loop_root_drift_m"):
         assert key in saved
-    assert saved["passed"] == result["passed"] is True
+    assert saved["engine"] == "newton" and saved["passed"] == result["passed"]
     assert run.stage("crosscheck")["status"] == "done"

@@ -19,9 +19,10 @@ import torch
 from akd_core import policy as P
 from akd_core.errors import AKDError, ConfigError, MotionError
 from akd_core.motion import TrackedMotion
+from akd_core.physics.engine import BodyState
+from akd_core.physics.params import default_physics
 from akd_core.robot import load_robot, load_urdf
 from akd_core.skeletons import standing_height
-from akd_core.tracking import TrackingConfig, default_physics
 from tests.conftest import example_robot_urdf
 
 DT = 0.02
@@ -34,7 +35,7 @@ def quadruped():
 
 @pytest.fixture(scope="module")
 def gains(quadruped):
-    physics = default_physics(quadruped, TrackingConfig())
+    physics = default_physics(quadruped)
     return physics.kp, physics.kd
 
 
@@ -167,9 +168,13 @@ def test_malformed_dataset_is_refused_naming_the_field(tmp_path, stepping_datase
 
 
 # ----------------------------------------------------------------------------- environment
-def test_env_matches_crosscheck_replay_of_the_same_targets(quadruped, gains):
-    """The policy's MuJoCo env steps exactly as the cross-check replays tracked data (same model, interpolation)."""
-    from akd_core.crosscheck import replay
+def test_env_matches_the_tracking_engine_on_the_same_targets(quadruped, gains):
+    """The policy's MuJoCo env steps exactly as the tracking engine executes tracked data (same model, contact,
+    interpolation)."""
+    from akd_core.physics.crosscheck import tracked_states
+    from akd_core.physics.engine import Feet
+    from akd_core.physics.mujoco_engine import MujocoEngine
+    from akd_core.physics.tracker import execute
 
     kp, kd = gains
     demo = mujoco_demo(quadruped, kp, kd, stepping_targets(quadruped, 1.0, 2.0, 0.6, 1.0))
@@ -177,7 +182,12 @@ def test_env_matches_crosscheck_replay_of_the_same_targets(quadruped, gains):
                             joint_torques=np.zeros_like(demo["actions"]),
                             **{k: demo[k] for k in P.OBS_KEYS}, kp=kp, kd=kd)
     physics = P.default_physics(quadruped, DT)
-    out = replay(quadruped, tracked, physics["sim_dt"], physics["armature"], physics["friction"], mode="pd")
+    params = default_physics(quadruped, kp=kp, kd=kd, armature=physics["armature"], contact_mu=physics["friction"])
+    steps = int(round(DT / physics["sim_dt"]))
+    engine = MujocoEngine(quadruped, params, physics["sim_dt"], steps, Feet((), np.zeros((0, 3))))
+    record, _ = execute(engine, tracked_states(tracked)[0], tracked.pd_targets.astype(np.float64))
+    states = BodyState.concat([tracked_states(tracked)[:1]] + record.states)
+    out = {"joint_pos": states.joint_pos, "root_pos": states.root_pos}
     # TrackedMotion stores float32: the replay starts from the rounded state, so agreement is to ~1e-4, not bitwise
     np.testing.assert_allclose(out["joint_pos"], demo["joint_pos"], atol=2e-3)
     np.testing.assert_allclose(out["root_pos"], demo["root_pos"], atol=2e-3)
@@ -347,8 +357,8 @@ def forward_trot(robot, speed: float, phase: float = 0.0, freq: float = 2.0, dur
 def tracked_trot_runs(root, robot, clips, iterations: int = 0) -> list:
     """Run directories (robot.urdf, reference.npz, tracked.npz from the real Newton tracking stage) of trot clips
     ``clips`` = [(speed, phase), ...]."""
+    from akd_core.physics.tracker import stage_track
     from akd_core.rundir import REFERENCE, ROBOT_URDF, RunDir
-    from akd_core.tracking import stage_track
 
     runs = []
     for speed, phase in clips:
@@ -356,7 +366,8 @@ def tracked_trot_runs(root, robot, clips, iterations: int = 0) -> list:
         if not run.stage_done("track"):
             robot.to_urdf(run.file(ROBOT_URDF))
             forward_trot(robot, speed, phase).save(run.file(REFERENCE))
-            stage_track(run, iterations=iterations, device="cpu", progress=False)
+            # iterations=0: the feedforward replay on Newton (cheap); these tests need tracked data, not its quality
+            stage_track(run, method="adam", iterations=iterations, device="cpu", progress=False)
         runs.append(run)
     return runs
 

@@ -1,9 +1,10 @@
-"""Physics-based tracking on Newton/Warp: naive PD replay and optimised PD targets (PAPER.md "Physics-based tracking").
+"""The paper's gradient method (``akd track --method adam``): Adam on PD targets through Newton/Warp's differentiable
+simulation (PAPER.md "Physics-based tracking"), kept beside the sampling MPC as an option.
 
 The room owns: building a Newton model from a :class:`~akd_core.robot.Robot` (floating base, ground contact, PD gains,
 armature, effort clamping), the chunked differentiable rollout (one ``torch.autograd.Function`` per chunk of
 substeps whose backward replays a ``wp.Tape`` and clips the gradient at the chunk boundary), the Adam optimisation of
-PD targets + initial velocity, and the ``track`` stage that writes ``RUN/tracked.npz``.
+PD targets + initial velocity, and :func:`track_adam`, which `akd track --method adam` calls.
 
 Solver choice (measured, see docs/tracking.md): ``SolverFeatherstone`` at ``sim_dt = 1e-3`` s with contact friction gain
 ``kf`` ~100 N s/m (scaled by mass). Featherstone updates ``joint_q`` (our PD needs it to clamp effort) and honours
@@ -17,7 +18,6 @@ here. Joint order is mapped by name between ``Robot.joint_names`` and Newton's D
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import math
@@ -31,39 +31,33 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import AKDError, ConfigError, DependencyError, MotionError
-from .fileio import atomic_path
-from .kinematics import ForwardKinematics, geometry_corners
-from .motion import Motion, TrackedMotion, quat_to_matrix
-from .robot import Robot, load_urdf
-from .rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from ..errors import ConfigError, DependencyError, MotionError
+from ..fileio import atomic_path
+from ..kinematics import ForwardKinematics
+from ..motion import Motion, TrackedMotion, quat_to_matrix
+from ..robot import Robot
+from .metrics import fall_warning, tracking_metrics, tracks_better
+from .params import GRAVITY, PhysicsParams, default_physics
+from .tracker import control_rate, start_pose
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "track_ckpt.pt"
-REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (STACK.md)
-GRAVITY = 9.81
-FALL_TILT_DEG = 60.0
-FALL_HEIGHT_FRACTION = 0.5
-SATURATION_FRACTION = 0.99
 STABILITY_RETRIES = 2  # halve sim_dt up to this many times when the naive replay's simulation blows up
 DEFAULT_CPU_BUDGET_S = 150.0  # optimisation wall time of `akd track` on CPU when --iterations is not given
 
 
 # ----------------------------------------------------------------------------- configuration
 @dataclass
-class TrackingConfig:
-    """Physics and optimisation settings. ``None`` fields take robot-scaled defaults (see :func:`default_physics`)."""
+class AdamConfig:
+    """Settings of the gradient method (from `akd track`'s TrackingConfig, see :func:`adam_config`)."""
 
     sim_dt: float = 1e-3  # s, upper bound; adjusted so a whole number of substeps fits one control period
     control_hz: float | None = None  # default: the reference fps clamped to [25, 100]
     kp: float | list[float] | None = None  # N m/rad per joint
     kd: float | list[float] | None = None  # N m s/rad per joint
-    armature: float | None = None  # kg m^2 per joint
-    contact_ke: float | None = None  # N/m
-    contact_kd: float | None = None  # N s/m
-    contact_kf: float | None = None  # N s/m, friction slope (gradient stability, see module docstring)
-    contact_mu: float = 1.0
+    armature: float | list[float] | None = None  # kg m^2 per joint
+    contact_mu: float | None = None
     iterations: int | None = None  # Adam steps per window; default 60 on CUDA, 6 on CPU
     window_s: float | None = 0.5  # receding-horizon window (None: the whole clip at once, as the paper)
     stride_s: float | None = None  # committed per window; default window_s (no overlap)
@@ -82,105 +76,6 @@ class TrackingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-@dataclass
-class PhysicsParams:
-    """Resolved per-robot physics: gains (J,), armature, contact material."""
-
-    kp: np.ndarray  # (J,)
-    kd: np.ndarray  # (J,)
-    armature: np.ndarray  # (J,)
-    effort: np.ndarray  # (J,) N m
-    contact_ke: float
-    contact_kd: float
-    contact_kf: float
-    contact_mu: float
-
-
-def subtree_inertia_about_joints(robot: Robot) -> np.ndarray:
-    """(J,) moment of inertia (kg m^2) of each actuated joint's child subtree about the joint axis at the
-    reference pose (zero angles), using point masses at link COMs plus each link's own inertia about the axis."""
-    fk = ForwardKinematics(robot)
-    frames = torch.zeros(1, 3, dtype=torch.float64)
-    quat = torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
-    link_pos, link_rot = fk(frames, quat, torch.zeros(1, robot.num_dofs, dtype=torch.float64))
-    link_pos, link_rot = link_pos[0].numpy(), link_rot[0].numpy()
-    index = {name: i for i, name in enumerate(robot.link_names)}
-    children: dict[str, list[str]] = {}
-    for joint in robot.joints:
-        children.setdefault(joint.parent, []).append(joint.child)
-
-    def subtree(link: str) -> list[str]:
-        out = [link]
-        for child in children.get(link, []):
-            out += subtree(child)
-        return out
-
-    inertias = np.zeros(robot.num_dofs)
-    for j, name in enumerate(robot.joint_names):
-        joint = robot.joint(name)
-        parent_i = index[joint.parent]
-        anchor = link_pos[parent_i] + link_rot[parent_i] @ joint.origin[:3, 3]
-        axis = link_rot[index[joint.child]] @ np.asarray(joint.axis, dtype=np.float64)
-        axis = axis / max(np.linalg.norm(axis), 1e-12)
-        total = 0.0
-        for link_name in subtree(joint.child):
-            inertial = robot.link(link_name).inertial
-            if inertial is None or inertial.mass <= 0:
-                continue
-            li = index[link_name]
-            rot = link_rot[li] @ inertial.origin[:3, :3]
-            com = link_pos[li] + link_rot[li] @ inertial.origin[:3, 3]
-            r = com - anchor
-            dist2 = float(r @ r - (r @ axis) ** 2)
-            total += inertial.mass * dist2 + float(axis @ (rot @ inertial.inertia @ rot.T) @ axis)
-        inertias[j] = total
-    return inertias
-
-
-def default_physics(robot: Robot, cfg: TrackingConfig) -> PhysicsParams:
-    """Robot-scaled defaults, overridable field by field from ``cfg``.
-
-    With M the total mass and I_j the subtree inertia about joint j (:func:`subtree_inertia_about_joints`):
-      kp_j = 4.5 N m/(rad kg) * M            (60 N m/rad for a 13 kg quadruped, the measured STACK setting)
-      armature_j = 0.01 kg m^2 * M / 13 kg
-      kd_j = 2 sqrt(kp_j (I_j + armature_j))  (critically damped joint with its subtree),
-             floored at 0.02 s * kp_j
-      contact ke = 2e4 N/m * M / 13, kd = 5e2 N s/m * M / 13, kf = 1e2 N s/m * M / 13, mu = 1
-      (kf 1e3 grips better but its contact gradients explode, 1e8 vs 1e-2 by finite differences).
-    """
-    n = robot.num_dofs
-    mass = max(robot.total_mass, 1e-3)
-    scale = mass / REFERENCE_MASS_KG
-
-    def per_joint(value, default: np.ndarray, name: str) -> np.ndarray:
-        if value is None:
-            return default
-        arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)) if np.ndim(value) == 0 else \
-            np.asarray(value, dtype=np.float64)
-        if arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            raise ConfigError(f"tracking option '{name}' must be a non-negative scalar or {n} values (one per joint "
-                              f"{robot.joint_names}), got {value!r}")
-        return arr
-
-    kp = per_joint(cfg.kp, np.full(n, 4.5 * mass), "kp")
-    armature = per_joint(cfg.armature, np.full(n, 0.01 * scale), "armature")
-    inertia = subtree_inertia_about_joints(robot)
-    kd = per_joint(cfg.kd, np.maximum(2.0 * np.sqrt(kp * (inertia + armature)), 0.02 * kp), "kd")
-    effort = np.asarray(robot.effort_limit, dtype=np.float64).copy()
-    bad = ~np.isfinite(effort) | (effort <= 0)
-    if np.any(bad):  # URDF effort 0 / missing means "unspecified": allow what the PD can ask at 1 rad
-        log.warning("joints %s have no effort limit in the URDF; using kp * 1 rad",
-                    [robot.joint_names[i] for i in np.flatnonzero(bad)])
-        effort[bad] = kp[bad]
-    return PhysicsParams(
-        kp=kp, kd=kd, armature=armature, effort=effort,
-        contact_ke=cfg.contact_ke if cfg.contact_ke is not None else 2e4 * scale,
-        contact_kd=cfg.contact_kd if cfg.contact_kd is not None else 5e2 * scale,
-        contact_kf=cfg.contact_kf if cfg.contact_kf is not None else 1e2 * scale,
-        contact_mu=cfg.contact_mu,
-    )
 
 
 def resolve_device(device: str | None) -> str:
@@ -274,7 +169,7 @@ class NewtonSim:
         newton, p = self.newton, self.physics
         builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
         cfg = builder.default_shape_cfg
-        cfg.ke, cfg.kd, cfg.kf, cfg.mu = p.contact_ke, p.contact_kd, p.contact_kf, p.contact_mu
+        cfg.ke, cfg.kd, cfg.kf, cfg.mu = p.contact.ke, p.contact.kd, p.contact.kf, p.contact.mu
         with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
             urdf = Path(tmp) / f"{self.robot.name}.urdf"
             self.robot.to_urdf(urdf)
@@ -586,43 +481,17 @@ class TrackingProblem:
     q0: np.ndarray  # (Q,)
     qd0: np.ndarray  # (D,)
     ref_body_pos: torch.Tensor  # (T, B, 3) reference positions of the matched links
-    cfg: TrackingConfig
+    cfg: AdamConfig
 
 
-def control_rate(motion: Motion, cfg: TrackingConfig) -> tuple[float, int, float]:
-    """(control_hz, substeps per control period, sim_dt) with sim_dt <= cfg.sim_dt."""
-    hz = cfg.control_hz if cfg.control_hz is not None else min(max(motion.fps, 25.0), 100.0)
-    if hz <= 0 or cfg.sim_dt <= 0:
-        raise ConfigError(f"control_hz and sim_dt must be positive (got {hz}, {cfg.sim_dt})")
-    steps = max(1, int(math.ceil(1.0 / (hz * cfg.sim_dt) - 1e-9)))
-    return hz, steps, 1.0 / (hz * steps)
-
-
-def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
-    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0.
-
-    Returns root_pos (3,) and the applied vertical shift (m)."""
-    link_idx, points = geometry_corners(robot)
-    if len(points) == 0:
-        raise MotionError(f"robot '{robot.name}' has no collision or visual geometry to stand on")
-    fk = ForwardKinematics(robot)
-    world = fk.link_points(torch.as_tensor(motion.root_pos[:1], dtype=torch.float64),
-                           torch.as_tensor(motion.root_quat[:1], dtype=torch.float64),
-                           torch.as_tensor(motion.joint_pos[:1], dtype=torch.float64),
-                           torch.as_tensor(link_idx), torch.as_tensor(points))
-    shift = -float(world[0, :, 2].min())
-    root = motion.root_pos[0].astype(np.float64) + np.array([0.0, 0.0, shift])
-    return root, shift
-
-
-def build_problem(robot: Robot, motion: Motion, cfg: TrackingConfig) -> TrackingProblem:
+def build_problem(robot: Robot, motion: Motion, cfg: AdamConfig) -> TrackingProblem:
     """Resample the reference to the control rate, build the Newton model and the start state."""
     motion.check_robot(robot, "reference")
-    hz, steps, sim_dt = control_rate(motion, cfg)
+    hz, steps, sim_dt = control_rate(motion, cfg.control_hz, cfg.sim_dt)
     reference = motion if abs(motion.fps - hz) < 1e-9 else motion.resample(hz)
     if reference.num_frames < 2:
         raise MotionError("the reference clip needs at least two frames at the control rate to track")
-    physics = default_physics(robot, cfg)
+    physics = default_physics(robot, kp=cfg.kp, kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu)
     device = resolve_device(cfg.device)
     sim = NewtonSim(robot, physics, sim_dt, steps, device=device, graph_capture=cfg.graph_capture)
     root0, _ = start_pose(robot, reference)
@@ -922,81 +791,34 @@ def to_tracked(problem: TrackingProblem, result: Rollout, pd_targets: np.ndarray
         root_ang_vel=parts["root_ang_vel"], kp=problem.physics.kp, kd=problem.physics.kd)
 
 
-def tracking_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_peak: np.ndarray,
-                     diverged_at: int | None = None) -> dict[str, Any]:
-    """Errors of a tracked motion against the (shifted) reference, plus the shared quality metrics.
-
-    Tracking-specific: ``joint_rmse_rad``, ``link_pos_err_m`` (mean over frames and matched links),
-    ``root_pos_err_m``, ``max_tilt_deg``, ``fell`` (tilt > 60 deg or root height < half its start),
-    ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs the effort limits).
-    Shared with every stage (:func:`akd_core.metrics.motion_metrics`, same definitions): ``foot_skate_mps``,
-    ``foot_skate_max_mps`` (stance = the simulated foot's contact point below 1 cm), ``penetration_m``,
-    ``speed_mps``, ``root_speed_mps``, and ``contact_schedule_match`` against the reference's intended stance.
-    """
-    from .metrics import motion_metrics
-
-    robot, ref = problem.robot, problem.reference
-    fk = ForwardKinematics(robot)
-    shift = float(problem.q0[problem.sim.free_q + 2] - ref.root_pos[0, 2])
-    ref_root = ref.root_pos.astype(np.float64) + np.array([0.0, 0.0, shift])
-    with torch.no_grad():
-        link_pos, _ = fk(torch.as_tensor(tracked.root_pos, dtype=torch.float64),
-                         torch.as_tensor(tracked.root_quat, dtype=torch.float64),
-                         torch.as_tensor(tracked.joint_pos, dtype=torch.float64))
-        ref_link, _ = fk(torch.as_tensor(ref_root), torch.as_tensor(ref.root_quat, dtype=torch.float64),
-                         torch.as_tensor(ref.joint_pos, dtype=torch.float64))
-    ids = problem.sim.body_link_ids
-    up_z = quat_to_matrix(tracked.root_quat)[:, 2, 2]
-    tilt_deg = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
-    height0 = float(tracked.root_pos[0, 2])
-    collapsed = bool(np.any(tracked.root_pos[:, 2] < FALL_HEIGHT_FRACTION * height0)) if height0 > 0 else False
-    effort = problem.physics.effort
-    out: dict[str, Any] = {
-        "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
-        "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link.numpy()[:, ids], axis=-1).mean()),
-        "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
-        "max_tilt_deg": float(tilt_deg.max()),
-        "fell": bool(tilt_deg.max() > FALL_TILT_DEG or collapsed or diverged_at is not None),
-        "diverged": diverged_at is not None,
-        "torque_saturation_frac": float(np.mean(torque_peak >= SATURATION_FRACTION * effort[None, :])),
-        "max_torque_ratio": float(np.max(torque_peak / effort[None, :])),
-    }
-    feet, offsets, intended = _feet(robot, ref)
-    args = (robot, tracked.root_pos, tracked.root_quat, tracked.joint_pos, 1.0 / tracked.dt, feet, offsets)
-    shared = motion_metrics(*args)  # stance derived from the simulated feet: a sliding foot on the ground skates
-    for key in SHARED_METRICS:
-        out[key] = shared[key]
-    if intended is not None:
-        out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended)["contact_schedule_match"]
-    return out
-
-
-SHARED_METRICS = ("foot_skate_mps", "foot_skate_max_mps", "penetration_m", "speed_mps", "root_speed_mps")
-
-
-def _feet(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarray | None]:
-    """Foot links (K,), contact offsets (K,3) and intended stance (T,K) of the reference; detected legs (no
-    intended stance) when the reference names no feet."""
-    if len(ref.foot_names):
-        contacts = ref.foot_contacts if ref.foot_contacts is not None and ref.foot_contacts.any() else None
-        return list(ref.foot_names), np.asarray(ref.foot_offsets, dtype=np.float64).reshape(-1, 3), contacts
-    from .legs import find_legs
-
-    try:
-        legs = find_legs(robot)
-    except AKDError:  # no legs (e.g. an arm on a floating base): skating is not defined
-        return [], np.zeros((0, 3)), None
-    return [leg.foot_link for leg in legs], np.array([leg.foot_offset for leg in legs]), None
+def adam_metrics(problem: TrackingProblem, tracked: TrackedMotion, torque_peak: np.ndarray,
+                 diverged_at: int | None = None) -> dict[str, Any]:
+    """:func:`akd_core.physics.metrics.tracking_metrics` of a Newton rollout (no engine contact forces here, so no
+    ``stance_slip_mps``; ``foot_skate_mps`` measures sliding from the foot heights)."""
+    shift = float(problem.q0[problem.sim.free_q + 2] - problem.reference.root_pos[0, 2])
+    links = [problem.robot.link_names[i] for i in problem.sim.body_link_ids]
+    return tracking_metrics(problem.robot, problem.reference, shift, tracked, torque_peak, problem.physics.effort,
+                            links, diverged_at is not None)
 
 
 def default_iterations(device: str) -> int:
     return 60 if device.startswith("cuda") else 6
 
 
-def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
-                 progress: bool = True) -> tuple[TrackedMotion, dict[str, Any]]:
-    """Naive PD replay + optimised tracking of ``motion``. Returns the TrackedMotion (with ``naive``) and metrics."""
-    cfg = cfg or TrackingConfig()
+def adam_config(cfg) -> AdamConfig:
+    """The gradient method's settings from `akd track`'s :class:`~akd_core.physics.tracker.TrackingConfig`."""
+    return AdamConfig(sim_dt=cfg.sim_dt if cfg.sim_dt is not None else 1e-3, control_hz=cfg.control_hz, kp=cfg.kp,
+                      kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu, iterations=cfg.iterations,
+                      window_s=cfg.window_s, time_budget_s=cfg.time_budget_s, lr=cfg.lr,
+                      velocity_feedforward=cfg.velocity_feedforward, device=cfg.device, seed=cfg.seed)
+
+
+def track_adam(robot: Robot, motion: Motion, cfg=None, checkpoint: Path | None = None,
+               progress: bool = True) -> tuple[TrackedMotion, dict[str, Any]]:
+    """Naive PD replay + Adam-optimised tracking of ``motion`` on Newton. ``cfg`` is an :class:`AdamConfig` or
+    `akd track`'s TrackingConfig. Returns the TrackedMotion (with ``naive``) and metrics."""
+    cfg = cfg if isinstance(cfg, AdamConfig) else adam_config(cfg) if cfg is not None else AdamConfig()
+    tic = time.perf_counter()
     problem = build_problem(robot, motion, cfg)
     iterations = cfg.iterations if cfg.iterations is not None else default_iterations(problem.sim.device)
     naive_targets = problem.reference.joint_pos.astype(np.float32)
@@ -1012,7 +834,7 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
         cfg, problem = finer, build_problem(robot, motion, finer)
         naive_result = simulate(problem, naive_targets)
     naive = to_tracked(problem, naive_result, naive_targets)
-    naive_metrics = tracking_metrics(problem, naive, naive_result.torque_peak, naive_result.diverged_at)
+    naive_metrics = adam_metrics(problem, naive, naive_result.torque_peak, naive_result.diverged_at)
     budget = cfg.time_budget_s
     if budget is None and cfg.iterations is None and not problem.sim.device.startswith("cuda"):
         budget = DEFAULT_CPU_BUDGET_S
@@ -1024,11 +846,11 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
                                                              "windows": 0, "early_stops": 0}
     result = simulate(problem, pd_targets, qd0)
     tracked = to_tracked(problem, result, pd_targets)
-    metrics = tracking_metrics(problem, tracked, result.torque_peak, result.diverged_at)
+    metrics = adam_metrics(problem, tracked, result.torque_peak, result.diverged_at)
     selected = "optimised"
     naive_in_limits = np.allclose(rate_limited(torch.as_tensor(naive_targets), max_target_step(problem)).numpy(),
                                   naive_targets)
-    if naive_in_limits and _tracks_better(naive_metrics, metrics):
+    if naive_in_limits and tracks_better(naive_metrics, metrics):
         # the windows are optimised greedily, so the whole-clip rollout can end up worse than plain PD replay
         # (a few iterations, a hard gait): never hand the user targets that track worse than the reference itself
         log.warning("the optimised PD targets track worse than the naive replay (link error %.3f m vs %.3f m%s); "
@@ -1039,98 +861,16 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
         tracked = to_tracked(problem, naive_result, naive_targets)
     tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
-    out["selected_targets"] = selected
+    out.update({"method": "adam", "engine": "newton", "selected_targets": selected,
+                "track_seconds": time.perf_counter() - tic})
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     out.update({"iterations": info["iterations"], "iterations_per_window": iterations,
                 "windows": info["windows"], "early_stopped_windows": info["early_stops"],
                 "optimise_seconds": info.get("seconds", 0.0), "time_budget_s": budget,
                 "final_loss": info["best_loss"], "sim_dt_s": problem.sim.sim_dt,
                 "control_hz": problem.reference.fps, "device": problem.sim.device,
-                "solver": "featherstone", "kp": problem.physics.kp.tolist(), "kd": problem.physics.kd.tolist(),
-                "armature": problem.physics.armature.tolist(),
-                "contact": {"ke": problem.physics.contact_ke, "kd": problem.physics.contact_kd,
-                            "kf": problem.physics.contact_kf, "mu": problem.physics.contact_mu}})
+                "solver": "featherstone",
+                **problem.physics.to_dict()})
     if metrics["fell"]:
         log.warning(fall_warning(metrics))
     return tracked, out
-
-
-def _tracks_better(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether rollout metrics ``a`` track strictly better than ``b``: upright first, then link position error."""
-    return (bool(a["fell"]), float(a["link_pos_err_m"])) < (bool(b["fell"]), float(b["link_pos_err_m"]))
-
-
-def fall_warning(metrics: dict[str, Any]) -> str:
-    """The plain message `akd track` / `akd run` print when the optimised rollout fell."""
-    how = "the simulation blew up" if metrics.get("diverged") else f"max root tilt {metrics['max_tilt_deg']:.0f} deg"
-    return (f"WARNING: the tracked robot FELL ({how}); tracked.npz records "
-            "the fall and manifest metrics say fell: true. These PD targets and torques are not a usable "
-            "demonstration: try a slower gait, more --iterations, or higher --kp.")
-
-
-# ----------------------------------------------------------------------------- stage + CLI
-def stage_track(run: RunDir, iterations: int | None = None, device: str | None = None, seed: int = 0,
-                resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
-    """`akd track RUN`: reads robot.urdf + reference.npz, writes tracked.npz; returns the recorded metrics."""
-    fields = {f.name for f in dataclasses.fields(TrackingConfig)}
-    unknown = sorted(set(options) - fields)
-    if unknown:
-        raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
-    cfg = TrackingConfig(iterations=iterations, device=device, seed=seed, **options)
-    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
-    motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
-    checkpoint = run.file(CHECKPOINT)
-    if not resume and checkpoint.exists():
-        checkpoint.unlink()
-    with run.running_stage("track", cfg.to_dict()) as metrics:
-        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
-        tracked.save(run.file(TRACKED))
-        metrics.update(out)
-    return metrics
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="Adam iterations per window (default 60 CUDA / 6 CPU within a 150 s budget)")
-    parser.add_argument("--time-budget", type=float, default=None,
-                        help="optimisation wall-time cap in s (default 150 on CPU unless --iterations is given)")
-    parser.add_argument("--window", type=float, default=0.5,
-                        help="optimisation window in s (default 0.5); 0 = the whole clip at once (paper)")
-    parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sim-dt", type=float, default=1e-3, help="simulation step bound in s (default 1e-3)")
-    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
-    parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
-    parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
-    parser.add_argument("--lr", type=float, default=0.02, help="Adam learning rate (rad)")
-    parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
-
-
-def cli(args: argparse.Namespace) -> int:
-    run = RunDir(args.run)
-    metrics = stage_track(run, iterations=args.iterations, device=args.device, seed=args.seed,
-                          resume=not args.no_resume, sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp,
-                          kd=args.kd, lr=args.lr, window_s=args.window if args.window > 0 else None,
-                          time_budget_s=args.time_budget)
-    print(f"tracked -> {run.file(TRACKED)} ({metrics['windows']} windows, {metrics['iterations']} iterations, "
-          f"{metrics['optimise_seconds']:.0f} s optimising)")
-    print(f"  {'metric':26s} {'naive':>10s} {'optimised':>10s}")
-    for key in ("joint_rmse_rad", "link_pos_err_m", "root_pos_err_m", "foot_skate_mps", "penetration_m",
-                "contact_schedule_match", "max_tilt_deg", "torque_saturation_frac", "fell"):
-        if key not in metrics:
-            continue
-        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
-    if metrics["fell"]:
-        print(fall_warning(metrics))
-    return 0
-
-
-def _fmt(value: Any) -> Any:
-    return f"{value:.4f}" if isinstance(value, float) else value
-
-
-__all__ = ["TrackingConfig", "PhysicsParams", "NewtonSim", "TrackingProblem", "Rollout", "default_physics",
-           "build_problem", "rollout", "simulate", "optimise", "tracking_loss", "to_tracked", "tracking_metrics",
-           "track_motion", "stage_track", "add_arguments", "cli", "start_pose", "substep_targets",
-           "subtree_inertia_about_joints", "resolve_device", "initial_targets", "window_frames", "fall_warning"]

@@ -1,0 +1,124 @@
+"""Cross-check in the other engine: replay the stored PD targets of ``tracked.npz`` where they were not made
+(tracked in MuJoCo -> checked in Newton; tracked in Newton -> checked in MuJoCo), windowed.
+
+Every ``window_s`` the other engine starts from the tracked state at that frame, replays that window's targets
+open loop, and is compared at the window's end: joint RMSE (rad, the pass/fail figure), max joint deviation and
+root position error. Windows are independent, so they run as one batch of worlds. Beside it the whole-clip open-loop
+replay from the first state is reported (``open_loop_*``): it drifts by construction (no feedback, chaotic contact)
+and is not a pass/fail figure. The contact models differ on purpose (MuJoCo: soft constraints with a true Coulomb
+cone; Newton Featherstone: penalty springs with a viscous friction slope capped at mu N), which is what makes the
+check informative: targets that only work through one engine's contact quirks fail it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..fileio import write_json_atomic
+from ..motion import TrackedMotion
+from ..robot import Robot, load_urdf
+from ..rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
+from .engine import BodyState, Feet, make_engine, mass_links, other_engine
+from .params import PhysicsParams, physics_from_dict
+
+DEFAULT_THRESHOLD_RAD = 0.05
+DEFAULT_WINDOW_S = 0.5
+DEFAULT_OPEN_LOOP_S = 2.0
+DEFAULT_SIM_DT = {"mujoco": 2e-3, "newton": 1e-3}
+
+
+def tracked_states(tracked: TrackedMotion) -> BodyState:
+    return BodyState(tracked.root_pos, tracked.root_quat, tracked.joint_pos, tracked.root_lin_vel,
+                     tracked.root_ang_vel, tracked.joint_vel).astype(np.float64)
+
+
+def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str,
+               window_s: float = DEFAULT_WINDOW_S, open_loop_s: float = DEFAULT_OPEN_LOOP_S,
+               threshold_rad: float = DEFAULT_THRESHOLD_RAD, sim_dt: float | None = None,
+               device: str | None = None) -> dict[str, Any]:
+    """Replay ``tracked`` in ``engine`` (windowed + open loop) and compare with its stored states."""
+    dt = tracked.dt
+    bound = sim_dt if sim_dt is not None else DEFAULT_SIM_DT[engine]
+    steps = max(1, int(np.ceil(dt / bound - 1e-9)))
+    sim = make_engine(engine, robot, physics, dt / steps, steps, Feet((), np.zeros((0, 3))), mass_links(robot),
+                      device=device)
+    frames = tracked.num_steps
+    window = max(1, min(frames - 1, int(round(window_s / dt))))
+    starts_at = list(range(0, frames - 1, window))
+    states = tracked_states(tracked)
+    targets = np.asarray(tracked.pd_targets, dtype=np.float64)
+    batch_targets, ends = [], []
+    for f in starts_at:
+        end = min(f + window, frames - 1)
+        seg = targets[f:end + 1]
+        batch_targets.append(np.concatenate([seg, np.repeat(seg[-1:], window + 1 - len(seg), 0)]))
+        ends.append(end - f)
+    batch = sim.rollout([sim.start(states[f]) for f in starts_at], np.stack(batch_targets))
+    idx = np.arange(len(starts_at))
+    end_frames = np.array(starts_at) + np.array(ends)
+    dq = batch.states.joint_pos[idx, ends] - states.joint_pos[end_frames]
+    droot = np.linalg.norm(batch.states.root_pos[idx, ends] - states.root_pos[end_frames], axis=-1)
+    per_window = np.sqrt((dq ** 2).mean(-1))
+    result: dict[str, Any] = {
+        "engine": engine, "tracked_engine": other_engine(engine), "windows": len(starts_at),
+        "window_s": window * dt, "joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
+        "max_joint_dev_rad": float(np.abs(dq).max()), "worst_window_joint_rmse_rad": float(per_window.max()),
+        "root_pos_err_m": float(droot.mean()), "max_root_pos_err_m": float(droot.max()),
+        "per_window_joint_rmse_rad": per_window.tolist(), "timestep_s": sim.sim_dt,
+    }
+    horizon = max(1, min(frames - 1, int(round(open_loop_s / dt))))
+    loop = sim.rollout(sim.start(states[0]), targets[None, :horizon + 1])
+    dq = loop.states.joint_pos[0] - states.joint_pos[:horizon + 1]
+    result.update({"open_loop_s": horizon * dt, "open_loop_joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
+                   "open_loop_root_drift_m": float(np.linalg.norm(loop.states.root_pos[0, -1]
+                                                                  - states.root_pos[horizon])),
+                   "open_loop_fell": bool(loop.diverged[0])})
+    result.update({"threshold": threshold_rad, "threshold_metric": "joint_rmse_rad (windowed, at window ends)",
+                   "passed": bool(result["joint_rmse_rad"] < threshold_rad)})
+    return result
+
+
+def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_rad: float = DEFAULT_THRESHOLD_RAD,
+                     open_loop_s: float = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
+                     device: str | None = None) -> dict[str, Any]:
+    """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz -> RUN/crosscheck.json (+ manifest)."""
+    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    tracked = TrackedMotion.load(run.require(TRACKED, f"akd track {run.path}"))
+    track = run.stage("track").get("metrics", {})
+    physics = physics_from_dict(robot, track)
+    engine = engine or other_engine(track.get("engine", "newton"))
+    config = {"window_s": window_s, "threshold_rad": threshold_rad, "open_loop_s": open_loop_s, "engine": engine}
+    with run.running_stage("crosscheck", config) as metrics:
+        result = crosscheck(robot, tracked, physics, engine, window_s, open_loop_s, threshold_rad, device=device)
+        write_json_atomic(run.file(CROSSCHECK), result)
+        metrics.update(result)
+    return metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="run directory with tracked.npz (from `akd track`)")
+    parser.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
+                        help="seconds each window replays from the tracked state (default 0.5)")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_RAD,
+                        help="pass if the windowed joint RMSE (rad) is below this (default 0.05)")
+    parser.add_argument("--open-loop", type=float, default=DEFAULT_OPEN_LOOP_S,
+                        help="seconds of whole-clip open-loop replay reported beside it (default 2)")
+    parser.add_argument("--engine", default=None, choices=("mujoco", "newton"),
+                        help="engine that replays (default: the one the run was not tracked in)")
+
+
+def cli(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    r = stage_crosscheck(run, args.window, args.threshold, args.open_loop, args.engine)
+    verdict = "PASSED" if r["passed"] else "FAILED"
+    print(f"crosscheck {verdict} in {r['engine']} (tracked in {r['tracked_engine']}): windowed joint RMSE "
+          f"{r['joint_rmse_rad']:.4f} rad over {r['windows']} x {r['window_s']:.2f} s windows (threshold "
+          f"{r['threshold']}), worst window {r['worst_window_joint_rmse_rad']:.4f} rad, root error "
+          f"{r['root_pos_err_m']:.4f} m; open loop {r['open_loop_s']:.1f} s: joint RMSE "
+          f"{r['open_loop_joint_rmse_rad']:.4f} rad, root drift {r['open_loop_root_drift_m']:.3f} m "
+          f"-> {run.file(CROSSCHECK)}")
+    return 0 if r["passed"] else 1

@@ -1,0 +1,121 @@
+"""Figures of a tracked motion against its reference, shared by every method and engine (the manifest's
+``track`` metrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import AKDError
+from ..kinematics import ForwardKinematics
+from ..motion import Motion, TrackedMotion, quat_to_matrix
+from ..robot import Robot
+
+FALL_TILT_DEG = 60.0
+FALL_HEIGHT_FRACTION = 0.5
+SATURATION_FRACTION = 0.99
+SHARED_METRICS = ("foot_skate_mps", "foot_skate_max_mps", "penetration_m", "speed_mps", "root_speed_mps")
+
+
+def heading_deg(root_quat: np.ndarray) -> np.ndarray:
+    """Yaw of the body x axis projected on the ground (deg), (..., 4) xyzw -> (...)."""
+    x_axis = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))[..., :, 0]
+    return np.degrees(np.arctan2(x_axis[..., 1], x_axis[..., 0]))
+
+
+def wrap_deg(angle: np.ndarray | float) -> np.ndarray | float:
+    return (np.asarray(angle) + 180.0) % 360.0 - 180.0
+
+
+def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: float) -> float:
+    """Mean horizontal speed (m/s) of feet while the engine reports them in contact: foot_vel (S, K, 3), foot_force
+    (S, K) per simulation step. 0 when no foot ever touches."""
+    stance = foot_force > contact_force_n
+    if not stance.any():
+        return 0.0
+    return float(np.linalg.norm(foot_vel[..., :2], axis=-1)[stance].mean())
+
+
+def feet_of(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """Foot links (K,), contact offsets (K,3) and intended stance (T,K) of the reference; detected legs (no
+    intended stance) when the reference names no feet."""
+    if len(ref.foot_names):
+        contacts = ref.foot_contacts if ref.foot_contacts is not None and ref.foot_contacts.any() else None
+        return list(ref.foot_names), np.asarray(ref.foot_offsets, dtype=np.float64).reshape(-1, 3), contacts
+    from ..legs import find_legs
+
+    try:
+        legs = find_legs(robot)
+    except AKDError:  # no legs (e.g. an arm on a floating base): skating is not defined
+        return [], np.zeros((0, 3)), None
+    return [leg.foot_link for leg in legs], np.array([leg.foot_offset for leg in legs]), None
+
+
+def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
+                     effort: np.ndarray, link_names: list[str], diverged: bool = False,
+                     slip_mps: float | None = None) -> dict[str, Any]:
+    """Errors of ``tracked`` against ``ref`` (same control rate; reference raised by ``height_shift`` m as the start
+    state was), plus the quality metrics every stage shares.
+
+    ``joint_rmse_rad``; ``link_pos_err_m`` (mean over frames and ``link_names``); ``root_pos_err_m``;
+    ``heading_err_deg`` (final frame, signed: tracked minus reference yaw) and ``max_heading_err_deg``;
+    ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height, or a blown-up simulation);
+    ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
+    the engine's contacts, when given); and from :func:`akd_core.metrics.motion_metrics`: ``foot_skate_mps``,
+    ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
+    ``contact_schedule_match``.
+    """
+    from ..metrics import motion_metrics
+
+    fk = ForwardKinematics(robot)
+    ref_root = ref.root_pos.astype(np.float64) + np.array([0.0, 0.0, height_shift])
+    with torch.no_grad():
+        link_pos, _ = fk(torch.as_tensor(tracked.root_pos, dtype=torch.float64),
+                         torch.as_tensor(tracked.root_quat, dtype=torch.float64),
+                         torch.as_tensor(tracked.joint_pos, dtype=torch.float64))
+        ref_link, _ = fk(torch.as_tensor(ref_root), torch.as_tensor(ref.root_quat, dtype=torch.float64),
+                         torch.as_tensor(ref.joint_pos, dtype=torch.float64))
+    ids = [robot.link_names.index(n) for n in link_names]
+    up_z = quat_to_matrix(tracked.root_quat.astype(np.float64))[:, 2, 2]
+    tilt_deg = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
+    height0 = float(tracked.root_pos[0, 2])
+    collapsed = bool(np.any(tracked.root_pos[:, 2] < FALL_HEIGHT_FRACTION * height0)) if height0 > 0 else False
+    heading_err = wrap_deg(heading_deg(tracked.root_quat) - heading_deg(ref.root_quat))
+    effort = np.asarray(effort, dtype=np.float64)
+    out: dict[str, Any] = {
+        "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
+        "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link.numpy()[:, ids], axis=-1).mean()),
+        "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
+        "heading_err_deg": float(heading_err[-1]),
+        "max_heading_err_deg": float(np.abs(heading_err).max()),
+        "max_tilt_deg": float(tilt_deg.max()),
+        "fell": bool(tilt_deg.max() > FALL_TILT_DEG or collapsed or diverged),
+        "diverged": bool(diverged),
+        "torque_saturation_frac": float(np.mean(torque_peak >= SATURATION_FRACTION * effort[None, :])),
+        "max_torque_ratio": float(np.max(torque_peak / effort[None, :])),
+    }
+    if slip_mps is not None:
+        out["stance_slip_mps"] = float(slip_mps)
+    feet, offsets, intended = feet_of(robot, ref)
+    args = (robot, tracked.root_pos, tracked.root_quat, tracked.joint_pos, 1.0 / tracked.dt, feet, offsets)
+    shared = motion_metrics(*args)  # stance from the simulated foot heights: a foot on the ground that slides skates
+    for key in SHARED_METRICS:
+        out[key] = shared[key]
+    if intended is not None:
+        out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended)["contact_schedule_match"]
+    return out
+
+
+def tracks_better(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether rollout metrics ``a`` track strictly better than ``b``: upright first, then link position error."""
+    return (bool(a["fell"]), float(a["link_pos_err_m"])) < (bool(b["fell"]), float(b["link_pos_err_m"]))
+
+
+def fall_warning(metrics: dict[str, Any]) -> str:
+    """The plain message `akd track` / `akd run` print when the tracked rollout fell."""
+    how = "the simulation blew up" if metrics.get("diverged") else f"max root tilt {metrics['max_tilt_deg']:.0f} deg"
+    return (f"WARNING: the tracked robot FELL ({how}); tracked.npz records "
+            "the fall and manifest metrics say fell: true. These PD targets and torques are not a usable "
+            "demonstration: try a slower gait, more --samples or a longer --horizon, or higher --kp.")

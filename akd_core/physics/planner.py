@@ -1,0 +1,69 @@
+"""Sampling planners over PD-target offsets held at knots (MuJoCo MPC's "planner"; DIAL-MPC's annealing).
+
+A planner sees a nominal plan (K knots x J joints of offsets) and a function that scores a batch of candidate
+plans; it never touches an engine or the reference. :class:`SamplingPlanner` is MPPI / predictive sampling with
+DIAL-MPC's annealing: each of ``iterations`` rounds draws ``samples - 1`` Gaussian perturbations of the nominal
+(the nominal itself is always candidate 0), scores them, and moves the nominal to the softmax-weighted mean of
+the candidates on standardised costs (MPPI); the noise shrinks from round to round and toward the near knots
+(they were refined in earlier re-plans already, and they are the ones executed next). What is returned is the
+best candidate actually scored (predictive sampling): an unscored mean is never executed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class SamplingConfig:
+    samples: int = 32  # candidates per round, the nominal included
+    iterations: int = 1  # annealing rounds per re-plan
+    noise_rad: float = 0.08  # standard deviation at the farthest knot, first round
+    anneal_rounds: float = 1.0  # DIAL beta_1: noise x exp(-round / (beta_1 rounds))
+    anneal_knots: float = 2.0  # DIAL beta_2: noise x exp(-(K - 1 - k) / (beta_2 K)) at knot k (0 = nearest)
+    temperature: float = 0.1  # softmax temperature on standardised costs
+
+
+@dataclass
+class PlanResult:
+    nominal: np.ndarray  # (K, J)
+    cost: float  # cost of the returned nominal
+    evaluated: int  # rollouts spent
+
+
+class SamplingPlanner:
+    def __init__(self, cfg: SamplingConfig, seed: int = 0):
+        self.cfg = cfg
+        self.rng = np.random.default_rng(seed)
+
+    def noise_scale(self, round_index: int, knots: int) -> np.ndarray:
+        """(K,) standard deviation per knot in a round."""
+        cfg = self.cfg
+        rounds = max(cfg.iterations, 1)
+        k = np.arange(knots)
+        return cfg.noise_rad * np.exp(-round_index / (cfg.anneal_rounds * rounds)
+                                      - (knots - 1 - k) / (cfg.anneal_knots * knots))
+
+    def improve(self, nominal: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> PlanResult:
+        """Anneal ``nominal`` (K, J); ``score`` maps candidates (N, K, J) to costs (N,)."""
+        cfg = self.cfg
+        knots, joints = nominal.shape
+        best, best_cost, evaluated = nominal.copy(), np.inf, 0
+        for r in range(cfg.iterations):
+            noise = self.rng.standard_normal((cfg.samples - 1, knots, joints)) * self.noise_scale(r, knots)[:, None]
+            candidates = np.concatenate([nominal[None], nominal[None] + noise])  # (N, K, J)
+            costs = score(candidates)
+            evaluated += len(candidates)
+            order = int(np.argmin(costs))
+            if costs[order] < best_cost:
+                best, best_cost = candidates[order].copy(), float(costs[order])
+            finite = np.isfinite(costs)
+            z = (costs - costs[finite].mean()) / (costs[finite].std() + 1e-9)
+            z = np.where(finite, z, np.inf)
+            weights = np.exp(-(z - z.min()) / cfg.temperature)
+            weights /= weights.sum()
+            nominal = np.tensordot(weights, candidates, axes=1)
+        return PlanResult(best, best_cost, evaluated)

@@ -1,0 +1,522 @@
+"""The tracker: wires an engine, the tracking cost and a planner into `akd track` (sampling MPC, the default), or
+hands over to the paper's gradient method (``--method adam``, :mod:`akd_core.physics.gradient`).
+
+Sampling MPC, receding horizon: PD-target offsets live at knots on a fixed grid of control frames (every
+``knot_s``), on top of the velocity-feedforward targets ``q_ref + (kd/kp) qdot_ref``; per-frame targets are linear
+between the knots (and from the last executed target), clipped to the joint limits and rate-limited to the URDF
+velocity limits, then linear over the substeps of each control period. Every ``replan_s`` the planner re-plans the
+knots of the next ``horizon_s`` from the *simulated* state, and the first ``replan_s`` of the plan is executed by
+``Engine.advance``. What is stored is what was executed: float32 targets at the control rate, from a float32 start
+state, so replaying ``tracked.npz`` from its first state in the same engine reproduces its states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError, MotionError
+from ..fileio import atomic_path
+from ..kinematics import ForwardKinematics, geometry_corners
+from ..motion import Motion, TrackedMotion
+from ..robot import Robot, load_urdf
+from ..rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from .cost import CostWeights, Reference, TrackingCost
+from .engine import BodyState, Engine, Feet, RolloutBatch, make_engine, mass_links, resolve_engine
+from .metrics import fall_warning, feet_of, stance_slip, tracking_metrics, tracks_better
+from .params import GRAVITY, PhysicsParams, default_physics
+from .planner import SamplingConfig, SamplingPlanner
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "track_ckpt.pt"
+METHODS = ("mpc", "adam")
+CONTACT_FORCE_FRACTION = 0.01  # a foot is in contact when it carries more than 1 % of the robot's weight
+VELOCITY_LIMIT_FRACTION = 0.98  # PD targets never ask for more than this fraction of the URDF velocity limit
+
+
+@dataclass
+class TrackingConfig:
+    """`akd track` settings. ``None`` fields take defaults sized from the robot and the device (:func:`sized`)."""
+
+    # "adam" (the paper's gradient method on Newton) stays the default until the MPC tracks the demo trot upright
+    # reliably (docs/tracking.md, "Status"); "mpc" is sampling MPC
+    method: str = "adam"
+    engine: str = "auto"  # "auto" | "mujoco" | "newton" (auto: Newton on CUDA, MuJoCo on CPU)
+    device: str | None = None  # "cpu" | "cuda" | None (auto)
+    sim_dt: float | None = None  # s, upper bound; default 2 ms (MuJoCo) / 1 ms (Newton)
+    control_hz: float | None = None  # default: the reference fps clamped to [25, 100]
+    kp: float | list[float] | None = None
+    kd: float | list[float] | None = None
+    armature: float | list[float] | None = None
+    contact_mu: float | None = None  # Coulomb friction, default 1
+    # sampling MPC
+    samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
+    iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
+    noise_rad: float | None = None  # knot noise (default 0.08 rad, 0.3 for bipeds)
+    horizon_s: float | None = None  # planning horizon (default 0.4 s, 0.5 for bipeds)
+    replan_s: float = 0.04  # executed between re-plans
+    knot_s: float = 0.1  # knot spacing
+    weights: CostWeights = field(default_factory=CostWeights)
+    velocity_feedforward: bool = True
+    seed: int = 0
+    # the gradient method (--method adam): see akd_core.physics.gradient
+    window_s: float | None = 0.5
+    time_budget_s: float | None = None
+    lr: float = 0.02
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Setup:
+    """Everything one tracking run needs, built once."""
+
+    robot: Robot
+    reference: Motion  # at the control rate
+    physics: PhysicsParams
+    engine: Engine
+    cost: TrackingCost
+    ref: Reference
+    start: BodyState  # float32-representable start state
+    height_shift: float  # m the reference was raised to put the lowest point on the ground
+    feedforward: np.ndarray  # (T, J) nominal targets
+    cfg: TrackingConfig
+    sampling: SamplingConfig
+    horizon: int  # control frames
+    replan: int
+    knot: int
+
+
+# ----------------------------------------------------------------------------- building
+def control_rate(motion: Motion, control_hz: float | None, sim_dt: float) -> tuple[float, int, float]:
+    """(control_hz, substeps per control period, sim_dt) with sim_dt <= the bound."""
+    hz = control_hz if control_hz is not None else min(max(motion.fps, 25.0), 100.0)
+    if hz <= 0 or sim_dt <= 0:
+        raise ConfigError(f"control_hz and sim_dt must be positive (got {hz}, {sim_dt})")
+    steps = max(1, int(math.ceil(1.0 / (hz * sim_dt) - 1e-9)))
+    return hz, steps, 1.0 / (hz * steps)
+
+
+def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
+    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0.
+    Returns root_pos (3,) and the applied vertical shift (m)."""
+    link_idx, points = geometry_corners(robot)
+    if len(points) == 0:
+        raise MotionError(f"robot '{robot.name}' has no collision or visual geometry to stand on")
+    fk = ForwardKinematics(robot)
+    world = fk.link_points(torch.as_tensor(motion.root_pos[:1], dtype=torch.float64),
+                           torch.as_tensor(motion.root_quat[:1], dtype=torch.float64),
+                           torch.as_tensor(motion.joint_pos[:1], dtype=torch.float64),
+                           torch.as_tensor(link_idx), torch.as_tensor(points))
+    shift = -float(world[0, :, 2].min())
+    return motion.root_pos[0].astype(np.float64) + np.array([0.0, 0.0, shift]), shift
+
+
+def rate_limited(targets: np.ndarray, max_step: np.ndarray, previous: np.ndarray | None = None) -> np.ndarray:
+    """targets (..., T, J) with every frame-to-frame change clamped to +-max_step (J,), starting from ``previous``
+    (..., J) when given; the identity on sequences already within the limit."""
+    out = np.array(targets, dtype=np.float64, copy=True)
+    prev = None if previous is None else np.asarray(previous, dtype=np.float64)
+    for t in range(out.shape[-2]):
+        if prev is not None:
+            out[..., t, :] = prev + np.clip(out[..., t, :] - prev, -max_step, max_step)
+        prev = out[..., t, :]
+    return out
+
+
+def max_target_step(robot: Robot, hz: float) -> np.ndarray:
+    """(J,) largest PD-target change per control period (the ROS nodes refuse commands beyond the limits)."""
+    return VELOCITY_LIMIT_FRACTION * np.asarray(robot.velocity_limit, dtype=np.float64) / hz
+
+
+def feedforward_targets(robot: Robot, reference: Motion, physics: PhysicsParams, enabled: bool = True) -> np.ndarray:
+    """(T, J) q_ref + (kd/kp) qdot_ref, clipped to the limits and rate-limited. With ``tau = kp (q* - q) - kd
+    qdot`` the lead cancels the damping torque along the reference, so joints do not lag it by kd/kp seconds."""
+    q = reference.joint_pos.astype(np.float64)
+    if enabled:
+        q = q + (physics.kd / np.maximum(physics.kp, 1e-9))[None] * reference.joint_vel().astype(np.float64)
+    q = np.clip(q, robot.lower, robot.upper)
+    return rate_limited(q, max_target_step(robot, reference.fps))
+
+
+def is_biped(robot: Robot, reference: Motion) -> bool:
+    feet, _, _ = feet_of(robot, reference)
+    return 0 < len(feet) <= 2
+
+
+def sized(cfg: TrackingConfig, robot: Robot, reference: Motion, device: str) -> tuple[SamplingConfig, float]:
+    """Sampling settings and horizon from the robot and device. Bipeds (two feet) balance on a narrow support:
+    they need larger exploration (0.3 rad), a longer look-ahead (0.5 s) and twice the samples (STACK.md)."""
+    biped = is_biped(robot, reference)
+    cuda = device.startswith("cuda")
+    samples = cfg.samples or (1024 if cuda else (64 if biped else 32))
+    noise = cfg.noise_rad if cfg.noise_rad is not None else (0.3 if biped else 0.08)
+    horizon = cfg.horizon_s if cfg.horizon_s is not None else (0.5 if biped else 0.4)
+    if samples < 2 or noise < 0 or horizon <= 0:
+        raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
+                          f"{horizon})")
+    return SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise), horizon
+
+
+def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | None = None) -> Setup:
+    """Resample the reference to the control rate, size the planner, build the engine and the start state."""
+    from .gradient import resolve_device
+
+    motion.check_robot(robot, "reference")
+    device = resolve_device(cfg.device)
+    name = engine_name or resolve_engine(cfg.engine, device)
+    bound = cfg.sim_dt if cfg.sim_dt is not None else (2e-3 if name == "mujoco" else 1e-3)
+    hz, steps, sim_dt = control_rate(motion, cfg.control_hz, bound)
+    reference = motion if abs(motion.fps - hz) < 1e-9 else motion.resample(hz)
+    if reference.num_frames < 2:
+        raise MotionError("the reference clip needs at least two frames at the control rate to track")
+    physics = default_physics(robot, kp=cfg.kp, kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu)
+    foot_names, offsets, _ = feet_of(robot, reference)
+    feet = Feet(tuple(foot_names), np.asarray(offsets, dtype=np.float64).reshape(-1, 3))
+    links = mass_links(robot)
+    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device)
+    root0, shift = start_pose(robot, reference)
+    start = BodyState(root0, reference.root_quat[0], reference.joint_pos[0], reference.root_lin_vel()[0],
+                      reference.root_ang_vel()[0], reference.joint_vel()[0]).astype(np.float32).astype(np.float64)
+    fk = ForwardKinematics(robot)
+    ref_root = reference.root_pos.astype(np.float64) + np.array([0.0, 0.0, shift])
+    with torch.no_grad():
+        link_pos, _ = fk(torch.as_tensor(ref_root), torch.as_tensor(reference.root_quat, dtype=torch.float64),
+                         torch.as_tensor(reference.joint_pos, dtype=torch.float64))
+    ids = [robot.link_names.index(n) for n in links]
+    ref = Reference(link_pos=link_pos.numpy()[:, ids], root_pos=ref_root,
+                    root_quat=reference.root_quat.astype(np.float64),
+                    root_lin_vel=reference.root_lin_vel().astype(np.float64),
+                    joint_pos=reference.joint_pos.astype(np.float64))
+    cost = TrackingCost(ref, cfg.weights, physics.effort, CONTACT_FORCE_FRACTION * robot.total_mass * GRAVITY)
+    sampling, horizon_s = sized(cfg, robot, reference, device)
+    frames = lambda seconds: max(1, int(round(seconds * hz)))  # noqa: E731
+    return Setup(robot=robot, reference=reference, physics=physics, engine=engine, cost=cost, ref=ref, start=start,
+                 height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
+                                                                     cfg.velocity_feedforward),
+                 cfg=cfg, sampling=sampling, horizon=frames(horizon_s), replan=frames(cfg.replan_s),
+                 knot=frames(cfg.knot_s))
+
+
+# ----------------------------------------------------------------------------- execution record
+@dataclass
+class Execution:
+    """What the engine executed so far: states at control frames, torques per period, contacts per step."""
+
+    states: list[BodyState] = field(default_factory=list)  # each (R, ...) frames after the start
+    torques: list[np.ndarray] = field(default_factory=list)  # (R, J)
+    torque_peak: list[np.ndarray] = field(default_factory=list)
+    foot_vel: list[np.ndarray] = field(default_factory=list)  # (R*S, K, 3)
+    foot_force: list[np.ndarray] = field(default_factory=list)  # (R*S, K)
+    diverged: bool = False
+
+    def add(self, batch: RolloutBatch) -> None:
+        self.states.append(batch.states[0][1:])
+        self.torques.append(batch.torques[0])
+        self.torque_peak.append(batch.torque_peak[0])
+        self.foot_vel.append(batch.foot_vel[0])
+        self.foot_force.append(batch.foot_force[0])
+        self.diverged |= bool(batch.diverged[0])
+
+
+def execute(engine: Engine, start: BodyState, pd_targets: np.ndarray) -> tuple[Execution, Any]:
+    """Replay control-rate targets (T, J) from ``start`` in one continuous ``advance``."""
+    record = Execution()
+    state = engine.start(start)
+    batch = engine.advance(state, pd_targets)
+    record.add(batch)
+    return record, batch.end
+
+
+def to_tracked(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple[TrackedMotion, np.ndarray]:
+    """(TrackedMotion at the control rate, torque_peak (T, J)). The last frame repeats the last period's torque."""
+    states = BodyState.concat([setup.start[None]] + record.states)
+    torques = np.concatenate(record.torques + [record.torques[-1][-1:]])
+    peak = np.concatenate(record.torque_peak + [record.torque_peak[-1][-1:]])
+    quat = states.root_quat / np.linalg.norm(states.root_quat, axis=-1, keepdims=True)
+    tracked = TrackedMotion(dt=1.0 / setup.reference.fps, joint_names=setup.robot.joint_names, pd_targets=pd_targets,
+                            joint_torques=torques, joint_pos=states.joint_pos, joint_vel=states.joint_vel,
+                            root_pos=states.root_pos, root_quat=quat, root_lin_vel=states.root_lin_vel,
+                            root_ang_vel=states.root_ang_vel, kp=setup.physics.kp, kd=setup.physics.kd)
+    return tracked, peak
+
+
+def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple[TrackedMotion, dict[str, Any]]:
+    tracked, peak = to_tracked(setup, record, pd_targets)
+    slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n)
+    metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
+                               setup.engine.link_names, record.diverged, slip)
+    return tracked, metrics
+
+
+# ----------------------------------------------------------------------------- sampling MPC
+def knot_offsets(t0: int, t_end: int, knot_frames: np.ndarray, knot_values: np.ndarray,
+                 offset_t0: np.ndarray) -> np.ndarray:
+    """Per-frame offsets for frames t0+1..t_end (..., H, J): linear from the executed offset at t0 through the knots
+    (..., K, J) at absolute frames ``knot_frames`` (K,), held after the last knot."""
+    frames = np.arange(t0 + 1, t_end + 1, dtype=np.float64)
+    anchors = np.r_[float(t0), knot_frames.astype(np.float64)]
+    weights = np.zeros((len(frames), len(anchors)))
+    for a in range(len(anchors)):
+        hat = np.zeros(len(anchors))
+        hat[a] = 1.0
+        weights[:, a] = np.interp(frames, anchors, hat)
+    values = np.concatenate([np.broadcast_to(offset_t0, knot_values.shape[:-2] + (1, offset_t0.shape[-1])),
+                             knot_values], axis=-2)
+    return np.einsum("ha,...aj->...hj", weights, values)
+
+
+@dataclass
+class PlanWindow:
+    """One re-plan: control frames t..t_end, knots at ``knot_frames``, the last executed target at t."""
+
+    setup: Setup
+    t: int
+    t_end: int
+    knot_frames: np.ndarray  # (K,)
+    executed: np.ndarray  # (J,) the target already applied at frame t
+
+    def targets(self, values: np.ndarray) -> np.ndarray:
+        """Knot offsets (N, K, J) -> control-rate targets (N, H+1, J): feedforward + offsets, within the joint
+        limits and the velocity limits (from the executed target on)."""
+        s, t = self.setup, self.t
+        robot, ff = s.robot, s.feedforward
+        offsets = knot_offsets(t, self.t_end, self.knot_frames, values, self.executed - ff[t])
+        future = np.clip(ff[t + 1:self.t_end + 1] + offsets, robot.lower, robot.upper)
+        future = rate_limited(future, max_target_step(robot, s.reference.fps), self.executed)
+        return np.concatenate([np.broadcast_to(self.executed, (len(values), 1, len(self.executed))), future], 1)
+
+    def score(self, rollout, start, values: np.ndarray) -> np.ndarray:
+        """Costs (N,) of knot offsets (N, K, J) rolled out from the engine state ``start``."""
+        batch = rollout(start, self.targets(values))
+        first = np.broadcast_to(self.executed - self.setup.feedforward[self.t], (len(values), 1, values.shape[-1]))
+        return self.setup.cost(batch, self.t, np.concatenate([first, values], axis=1))
+
+
+def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = True) -> tuple[np.ndarray, Execution,
+                                                                                           dict[str, Any]]:
+    """Sampling MPC over the whole clip. Returns (executed pd_targets (T, J) float32, the execution, info).
+    Checkpoints every few seconds and on Ctrl-C; a re-run with the same setup resumes bit-identically."""
+    from tqdm import tqdm
+
+    robot, engine = setup.robot, setup.engine
+    frames, j = setup.reference.num_frames, robot.num_dofs
+    lower, upper = np.asarray(robot.lower, dtype=np.float64), np.asarray(robot.upper, dtype=np.float64)
+    planner = SamplingPlanner(setup.sampling, seed=setup.cfg.seed)
+    ff = setup.feedforward
+    first = np.clip(ff[0], lower, upper).astype(np.float32).astype(np.float64)
+    st: dict[str, Any] = {"t": 0, "targets": np.zeros((frames, j)), "knots": {}, "record": Execution(),
+                          "engine_state": engine.start(setup.start), "rng": planner.rng.bit_generator.state,
+                          "rollouts": 0, "seconds": 0.0, "costs": []}
+    st["targets"][0] = first
+    key = _setup_key(setup)
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved.get("key") == key:
+            st = saved["state"]
+            planner.rng.bit_generator.state = st["rng"]
+            log.info("resuming tracking from %s at frame %d/%d", checkpoint, st["t"], frames - 1)
+        else:
+            log.info("ignoring %s: it belongs to another reference or configuration", checkpoint)
+
+    def save() -> None:
+        if checkpoint is not None:
+            with atomic_path(checkpoint) as tmp:
+                torch.save({"key": key, "state": st}, tmp)
+
+    bar = tqdm(total=frames - 1, initial=st["t"], desc="track (mpc)", unit="frame", disable=not progress)
+    last_save = time.perf_counter()
+    try:
+        while st["t"] < frames - 1:
+            tic = time.perf_counter()
+            t = st["t"]
+            # the horizon ends on a knot of the fixed grid (or the clip's last frame), so every knot keeps its
+            # meaning from one re-plan to the next and warm-starts the next plan exactly
+            t_end = min(-(-(t + setup.horizon) // setup.knot) * setup.knot, frames - 1)
+            grid = np.arange((t // setup.knot + 1) * setup.knot, t_end + 1, setup.knot)
+            knot_frames = grid if len(grid) and grid[-1] == t_end else np.r_[grid, t_end]
+            known = dict(st["knots"])  # st changes only once the re-plan's step has executed (exact resume)
+            nominal, last = [], None
+            for f in knot_frames:
+                last = known.get(int(f), last if last is not None else _last_knot(known, t, j))
+                nominal.append(last)
+            nominal = np.array(nominal)
+            window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
+            score = partial(window.score, engine.rollout, st["engine_state"])
+            result = planner.improve(nominal, score)
+            for f, v in zip(knot_frames, result.nominal):
+                known[int(f)] = v
+            for f in [f for f in known if f <= t]:
+                del known[f]
+            commit = min(t + setup.replan, frames - 1)
+            plan = window.targets(result.nominal[None])[0].astype(np.float32).astype(np.float64)  # what is stored
+            executed = engine.advance(st["engine_state"], plan[:commit - t + 1])
+            st["rollouts"] += result.evaluated
+            st["costs"].append(result.cost)
+            st["knots"], st["rng"] = known, planner.rng.bit_generator.state
+            st["record"].add(executed)
+            st["engine_state"] = executed.end
+            st["targets"][t + 1:commit + 1] = plan[1:commit - t + 1]
+            st["t"] = commit
+            st["seconds"] += time.perf_counter() - tic
+            bar.update(commit - t)
+            bar.set_postfix(cost=f"{result.cost:.3f}")
+            if time.perf_counter() - last_save > 5.0:
+                save()
+                last_save = time.perf_counter()
+    except KeyboardInterrupt:
+        save()
+        raise
+    finally:
+        bar.close()
+    save()
+    info = {"rollouts": st["rollouts"], "replans": len(st["costs"]), "seconds": st["seconds"],
+            "mean_plan_cost": float(np.mean(st["costs"])) if st["costs"] else None}
+    return st["targets"].astype(np.float32), st["record"], info
+
+
+def _last_knot(known: dict[int, np.ndarray], t: int, joints: int) -> np.ndarray:
+    """Warm start for a knot not planned before: the latest known knot's offset, else zero."""
+    return known[max(known)] if known else np.zeros(joints)
+
+
+def _setup_key(setup: Setup) -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    for arr in (setup.reference.joint_pos, setup.reference.root_pos, setup.feedforward):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    cfg = {k: v for k, v in setup.cfg.to_dict().items() if k not in ("device",)}
+    h.update(repr(sorted(cfg.items())).encode())
+    h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling}".encode())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- the stage
+def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
+                 progress: bool = True) -> tuple[TrackedMotion, dict[str, Any]]:
+    """Naive PD replay + tracking of ``motion`` by ``cfg.method``. Returns the TrackedMotion (with ``naive``) and
+    the metrics the manifest records."""
+    cfg = cfg or TrackingConfig()
+    if cfg.method not in METHODS:
+        raise ConfigError(f"--method must be one of {METHODS}, got {cfg.method!r}")
+    if cfg.method == "adam":
+        from .gradient import track_adam
+
+        return track_adam(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
+    tic = time.perf_counter()
+    setup = build(robot, motion, cfg)
+    naive_targets = setup.reference.joint_pos.astype(np.float32)
+    naive_record, _ = execute(setup.engine, setup.start, naive_targets.astype(np.float64))
+    naive, naive_metrics = record_metrics(setup, naive_record, naive_targets)
+    pd_targets, record, info = track_mpc(setup, checkpoint, progress)
+    tracked, metrics = record_metrics(setup, record, pd_targets)
+    if tracks_better(naive_metrics, metrics):
+        log.warning("sampling MPC tracked worse than the naive replay (link error %.3f m vs %.3f m); try more "
+                    "--samples or a longer --horizon", metrics["link_pos_err_m"], naive_metrics["link_pos_err_m"])
+    tracked.naive = naive
+    out: dict[str, Any] = dict(metrics)
+    out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
+    engine = setup.engine
+    out.update({"method": "mpc", "engine": engine.name, "selected_targets": "optimised",
+                "samples": setup.sampling.samples, "iterations": setup.sampling.iterations,
+                "noise_rad": setup.sampling.noise_rad, "horizon_s": setup.horizon / setup.reference.fps,
+                "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
+                "rollouts": info["rollouts"], "replans": info["replans"], "mean_plan_cost": info["mean_plan_cost"],
+                "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
+                "sim_dt_s": engine.sim_dt, "control_hz": setup.reference.fps, "device": _device(engine),
+                "height_shift_m": setup.height_shift, "weights": dataclasses.asdict(cfg.weights),
+                **setup.physics.to_dict()})
+    if metrics["fell"]:
+        log.warning(fall_warning(metrics))
+    return tracked, out
+
+
+def _device(engine: Engine) -> str:
+    return getattr(engine, "device", "cpu")
+
+
+def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
+    """`akd track RUN`: reads robot.urdf + reference.npz, writes tracked.npz; returns the recorded metrics."""
+    fields = {f.name for f in dataclasses.fields(TrackingConfig)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
+    cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device",)})
+    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
+    checkpoint = run.file(CHECKPOINT)
+    if not resume and checkpoint.exists():
+        checkpoint.unlink()
+    with run.running_stage("track", cfg.to_dict()) as metrics:
+        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
+        tracked.save(run.file(TRACKED))
+        metrics.update(out)
+    return metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
+    parser.add_argument("--method", default="adam", choices=METHODS,
+                        help="adam: the paper's gradient method on Newton (default); mpc: sampling MPC (MuJoCo on "
+                             "CPU, Newton on CUDA; fast, not yet robust on every clip: docs/tracking.md)")
+    parser.add_argument("--engine", default="auto", choices=("auto", "mujoco", "newton"),
+                        help="physics engine (auto: Newton on CUDA, MuJoCo on CPU)")
+    parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
+    parser.add_argument("--samples", type=int, default=None, help="MPC candidates per re-plan (default sized)")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="MPC annealing rounds per re-plan (default 1); adam: Adam steps per window")
+    parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.08; bipeds 0.3)")
+    parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.5)")
+    parser.add_argument("--replan", type=float, default=0.04, help="MPC re-plan period, s (default 0.04)")
+    parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sim-dt", type=float, default=None,
+                        help="simulation step bound in s (default 2e-3 MuJoCo, 1e-3 Newton)")
+    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
+    parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
+    parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="adam: optimisation wall-time cap in s (default 150 on CPU unless --iterations)")
+    parser.add_argument("--window", type=float, default=0.5,
+                        help="adam: optimisation window in s (default 0.5); 0 = the whole clip at once (paper)")
+    parser.add_argument("--lr", type=float, default=0.02, help="adam: learning rate (rad)")
+    parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
+
+
+def cli(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
+                          samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
+                          horizon_s=args.horizon, replan_s=args.replan, contact_mu=args.mu, seed=args.seed,
+                          sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
+                          time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
+                          lr=args.lr)
+    print(f"tracked -> {run.file(TRACKED)} ({metrics['method']} on {metrics['engine']}, "
+          f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
+    print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
+    for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
+                "foot_skate_mps", "penetration_m", "contact_schedule_match", "max_tilt_deg",
+                "torque_saturation_frac", "fell"):
+        if key not in metrics:
+            continue
+        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
+    if metrics["fell"]:
+        print(fall_warning(metrics))
+    return 0
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.4f}" if isinstance(value, float) else value
