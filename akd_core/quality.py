@@ -248,22 +248,32 @@ def assess_run(run_dir: str | Path, gates: QualityGates, clip: str = "tracked",
 
 
 # ----------------------------------------------------------------------------- reporting
-def quality_table(rows: list[dict[str, Any]], status: bool = False, width: int = 100) -> str:
-    """A short table: run, (job status,) in the dataset or not, link error, and why not.
+def quality_table(rows: list[dict[str, Any]], status: bool = False, width: int = 100,
+                  max_included: int = 25) -> str:
+    """A short table: run, (job status,) in the dataset or not, link error, and why not. Every excluded run is
+    listed; past ``max_included`` included runs, those that passed every gate are counted, not listed.
 
     ``rows``: dicts with ``name``, ``included``, ``passed``, ``reasons``, ``quality`` (figures) and, with ``status``,
     ``status``."""
-    head = f"{'run':48s} " + (f"{'status':8s} " if status else "") + f"{'dataset':9s} {'link err m':>10s}  reason"
-    lines = [head]
-    for r in rows:
+    shown = rows
+    clean = [r for r in rows if r.get("included") and r.get("passed", True)]
+    if sum(bool(r.get("included")) for r in rows) > max_included:
+        shown = [r for r in rows if not (r.get("included") and r.get("passed", True))]
+    name_w = min(max([len(r["name"]) for r in shown] + [3]), 80)
+    head = f"{'run':{name_w}s} " + (f"{'status':8s} " if status else "") + f"{'dataset':9s} {'link err m':>10s}  reason"
+    lines = [head.rstrip()]
+    for r in shown:
         err = (r.get("quality") or {}).get("link_pos_err_m")
         verdict = "included" if r.get("included") else "excluded"
         reason = "; ".join(r.get("reasons") or [])
         if r.get("included") and not r.get("passed", True):
             verdict, reason = "included*", f"INCLUDED DESPITE: {reason}"
-        lines.append(f"{r['name'][:48]:48s} " + (f"{r.get('status', ''):8s} " if status else "")
-                     + f"{verdict:9s} {'' if err is None else f'{err:.4f}':>10s}  "
-                     + (reason if len(reason) <= width else reason[:width - 3] + "..."))
+        line = (f"{r['name'][:name_w]:{name_w}s} " + (f"{r.get('status', ''):8s} " if status else "")
+                + f"{verdict:9s} {'' if err is None else f'{err:.4f}':>10s}  "
+                + (reason if len(reason) <= width else reason[:width - 3] + "..."))
+        lines.append(line.rstrip())
+    if shown is not rows:
+        lines.append(f"... and {len(clean)} included runs that pass every gate (listed in the summary)")
     forced = sum(bool(r.get("included")) and not r.get("passed", True) for r in rows)
     if forced:
         lines.append(f"* --include-rejected: {forced} run(s) that fail the quality gates are in the dataset anyway")

@@ -77,12 +77,12 @@ def _verdicts(summary: dict) -> dict[str, tuple[bool, list[str]]]:
     return {r["name"]: (r["included"], r["reasons"]) for r in summary["runs"]}
 
 
-def _gated_sweep(folder: Path, extra: str = "") -> Path:
+def _gated_sweep(folder: Path, extra: str = "", robots: str = "[quadruped, broken.urdf]") -> Path:
     (folder / "broken.urdf").write_text(BROKEN_URDF)
     sweep = folder / "sweep.yaml"
     sweep.write_text(f"""
 out: runs/gated
-robots: [quadruped, broken.urdf]
+robots: {robots}
 prompts: ["trotting forward"]
 seeds: [0, 1]
 duration: 0.4
@@ -141,7 +141,9 @@ def test_sweep_dataset_holds_only_the_good_runs_and_the_summary_names_the_rest(t
     np.testing.assert_array_equal(second["quadruped__trotting-forward__seed0"]["actions"],
                                   first["quadruped__trotting-forward__seed0"]["actions"])
 
-    # --include-rejected puts the fallen run back (marked, success = False); the unloadable URDF cannot be
+    # --include-rejected puts the fallen run back (marked, success = False). From here on the sweep leaves out the
+    # broken URDF (its jobs would only fail again): the finished runs are judged again without re-running them
+    _gated_sweep(tmp_path, robots="[quadruped]")
     assert main(["batch", str(sweep), "--include-rejected"]) == 0
     table = capsys.readouterr().out
     assert "INCLUDED DESPITE: fell" in table and "--include-rejected: 1 run(s)" in table
@@ -152,7 +154,7 @@ def test_sweep_dataset_holds_only_the_good_runs_and_the_summary_names_the_rest(t
 
     # gates tightened in the sweep: the finished runs are judged again without re-running; none passes -> exit 1,
     # the summary is still written, and the dataset folder no longer holds the old demos
-    _gated_sweep(tmp_path, "quality: {max_link_err_m: 0.01, allow_falls: true}")
+    _gated_sweep(tmp_path, "quality: {max_link_err_m: 0.01, allow_falls: true}", robots="[quadruped]")
     assert main(["batch", str(sweep)]) == 1
     assert "no run made it into the dataset" in capsys.readouterr().err
     strict = json.loads((out / "summary.json").read_text())

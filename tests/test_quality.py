@@ -119,6 +119,23 @@ def test_quality_blocks_are_checked_like_every_config():
         QualityGates.from_mapping(["allow_falls"])
 
 
+def test_the_table_lists_every_excluded_run_and_counts_a_crowd_of_good_ones():
+    from akd_core.quality import quality_table
+
+    good = [{"name": f"quadruped__trot__seed{i}", "included": True, "passed": True, "reasons": [],
+             "quality": {"link_pos_err_m": 0.05}} for i in range(30)]
+    bad = {"name": "go2__trotting-forward-over-rough-ground-with-a-long-prompt__seed0", "included": False,
+           "passed": False, "reasons": ["fell (max root tilt 176 deg) (gate allow_falls)"], "quality": {}}
+    forced = {**bad, "name": "go2__trot__seed1", "included": True}
+    table = quality_table([*good, bad, forced]).splitlines()
+    assert table[1].startswith(bad["name"] + " excluded") and table[1].endswith("(gate allow_falls)")
+    assert "INCLUDED DESPITE: fell" in table[2] and table[2].split()[1] == "included*"
+    assert table[3] == "... and 30 included runs that pass every gate (listed in the summary)"
+    assert table[4].startswith("* --include-rejected: 1 run(s)")
+    short = quality_table(good[:2], status=False).splitlines()
+    assert len(short) == 3 and short[1] == "quadruped__trot__seed0 included      0.0500"
+
+
 # ----------------------------------------------------------------------------- real run directories
 def test_limit_gate_names_the_joint_and_frame_of_the_tracked_arrays(tmp_path):
     run = finished_run(tmp_path / "wild", exceed=("pd_targets", 7, 2))

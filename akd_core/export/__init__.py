@@ -14,6 +14,11 @@ Default outputs live in the run: ``RUN/export/dataset.hdf5``, ``RUN/export/lerob
 format appends the runs to an existing dataset (``--overwrite`` starts it afresh); a per-run format writes
 ``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
+
+`akd export` applies the quality gates (:mod:`akd_core.quality`): of several runs it exports those that pass and
+lists the others with their reasons (``<-o PATH>.summary.json``; exit 1 when none passes); one run that fails a gate
+is refused with :class:`~akd_core.errors.QualityGateError` naming it. ``--include-rejected`` overrides.
+:func:`export_runs` itself applies no gate (only the URDF-limit check).
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
                     written.append(write_isaaclab_amp(episode, path))
                 else:
                     written.append(write_rosbag(episode, path, start_ns=start_ns))
-        log.info("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
+        log.debug("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
     return written
 
 
