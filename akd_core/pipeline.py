@@ -147,13 +147,20 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     track = stages.get("track", {}).get("metrics", {})
     cross = stages.get("crosscheck", {}).get("metrics", {})
     motion = stages.get("gait", stages.get("distill", {})).get("metrics", {})
+    method = track.get("method", "adam")
+    tracked_by = f"{method} ({track.get('engine', 'newton')})" if track else "tracked"
     rows = [
-        ("", "naive PD replay", "optimised"),
+        ("", "naive PD replay", tracked_by),
         ("link position error", _fmt(track.get("naive_link_pos_err_m"), " m"), _fmt(track.get("link_pos_err_m"), " m")),
         ("joint RMSE", _fmt(track.get("naive_joint_rmse_rad"), " rad"), _fmt(track.get("joint_rmse_rad"), " rad")),
         ("root position error", _fmt(track.get("naive_root_pos_err_m"), " m"), _fmt(track.get("root_pos_err_m"), " m")),
-        ("stance foot skating", _fmt(track.get("naive_foot_skate_mps"), " m/s"),
+        ("final heading error", _fmt(track.get("naive_heading_err_deg"), " deg"),
+         _fmt(track.get("heading_err_deg"), " deg")),
+        ("stance slip (contacts)", _fmt(track.get("naive_stance_slip_mps"), " m/s"),
+         _fmt(track.get("stance_slip_mps"), " m/s")),
+        ("foot skating (heights)", _fmt(track.get("naive_foot_skate_mps"), " m/s"),
          _fmt(track.get("foot_skate_mps"), " m/s")),
+        ("penetration", _fmt(track.get("naive_penetration_m"), " m"), _fmt(track.get("penetration_m"), " m")),
         ("torque saturation", _fmt(track.get("naive_torque_saturation_frac")),
          _fmt(track.get("torque_saturation_frac"))),
         ("fell", _fmt(track.get("naive_fell")), _fmt(track.get("fell"))),
@@ -161,9 +168,9 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     width = max(len(r[0]) for r in rows) + 2
     lines = ["", f"AKD run: {run.path}  robot={manifest.get('robot')}  prompt={manifest.get('prompt')!r}", ""]
     lines += [f"  {a:<{width}}{b:>18}{c:>18}" for a, b, c in rows]
-    if track.get("selected_targets") == "naive":
-        lines.append("  (the optimisation did not improve on the naive replay: its PD targets, the reference angles, "
-                     "were kept)")
+    if track.get("selected_targets") in ("naive", "feedforward"):
+        kept = track["selected_targets"]
+        lines.append(f"  (tracking did not improve on the {kept} replay: its PD targets were kept)")
     lines.append("")
     lines.append(f"  reference: foot skating {_fmt(motion.get('foot_skate_mps'), ' m/s')}, "
                  f"penetration {_fmt(motion.get('penetration_m'), ' m')}")

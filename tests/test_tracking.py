@@ -161,3 +161,42 @@ def test_bad_options_name_the_option(a1, tmp_path):
         TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig(engine="bullet"))
     with pytest.raises(ConfigError, match="contact_mu"):
         TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig(contact_mu=-1.0))
+
+
+def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
+    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s; bipeds: twice the samples, wider noise, a longer horizon and the
+    upright-first weights; CUDA: 1024 samples. Explicit options win."""
+    from akd_core.robot import load_robot
+
+    quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
+    assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.CostWeights()
+    humanoid = load_robot("humanoid")
+    from akd_core.gait import GaitSpec, generate_gait
+
+    walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.4, fps=50.0)
+    biped = TR.sized(TR.TrackingConfig(), humanoid, walk, "cpu")
+    assert (biped[0].samples, biped[0].noise_rad, biped[1]) == (64, 0.15, 0.8) and biped[2] == TR.BIPED_WEIGHTS
+    assert TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cuda")[0].samples == 1024
+    assert TR.sized(TR.TrackingConfig(samples=5, noise_rad=0.2), humanoid, walk, "cpu")[0].noise_rad == 0.2
+
+
+def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, caplog):
+    """If the planner ends worse than the feedforward or naive replay (upright first, then link error), the better
+    replay is stored instead, and the metrics and the log say so."""
+    motion = trot_in_place(a1, duration=0.4)
+    real = TR.track_mpc
+
+    def sabotaged(setup, checkpoint=None, progress=True):
+        targets, _, info = real(setup, checkpoint, progress)
+        bad = np.clip(targets + 0.4 * np.sign(np.sin(np.arange(len(targets))))[:, None], a1.lower, a1.upper)
+        bad = TR.rate_limited(bad, TR.max_target_step(a1, setup.reference.fps)).astype(np.float32)
+        record, _ = TR.execute(setup.engine, setup.start, bad.astype(np.float64))
+        return bad, record, info
+
+    monkeypatch.setattr(TR, "track_mpc", sabotaged)
+    with caplog.at_level("WARNING"):
+        tracked, metrics = TR.track_motion(a1, motion, TR.TrackingConfig(samples=4), progress=False)
+    assert metrics["selected_targets"] in ("feedforward", "naive") and "keeping the" in caplog.text
+    setup = TR.build(a1, motion, TR.TrackingConfig())
+    expected = setup.feedforward if metrics["selected_targets"] == "feedforward" else setup.reference.joint_pos
+    np.testing.assert_allclose(tracked.pd_targets, expected, atol=1e-6)

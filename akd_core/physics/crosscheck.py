@@ -3,11 +3,12 @@
 
 Every ``window_s`` the other engine starts from the tracked state at that frame, replays that window's targets
 open loop, and is compared at the window's end: joint RMSE (rad, the pass/fail figure), max joint deviation and
-root position error. Windows are independent, so they run as one batch of worlds. Beside it the whole-clip open-loop
-replay from the first state is reported (``open_loop_*``): it drifts by construction (no feedback, chaotic contact)
-and is not a pass/fail figure. The contact models differ on purpose (MuJoCo: soft constraints with a true Coulomb
-cone; Newton Featherstone: penalty springs with a viscous friction slope capped at mu N), which is what makes the
-check informative: targets that only work through one engine's contact quirks fail it.
+root position error. Windows are independent, so they run as one batch of worlds. Beside it the open-loop replay
+from the first state is reported (``open_loop_*``, the whole clip unless ``open_loop_s``): it drifts by
+construction (no feedback, chaotic contact) and is not a pass/fail figure. The contact models differ on purpose
+(MuJoCo: soft constraints with a true Coulomb cone; Newton Featherstone: penalty springs with a viscous friction
+slope capped at mu N), which is what makes the check informative: targets that only work through one engine's
+contact quirks fail it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .params import PhysicsParams, physics_from_dict
 
 DEFAULT_THRESHOLD_RAD = 0.05
 DEFAULT_WINDOW_S = 0.5
-DEFAULT_OPEN_LOOP_S = 2.0
+DEFAULT_OPEN_LOOP_S = None  # the whole clip
 DEFAULT_SIM_DT = {"mujoco": 2e-3, "newton": 1e-3}
 
 
@@ -37,7 +38,7 @@ def tracked_states(tracked: TrackedMotion) -> BodyState:
 
 
 def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str,
-               window_s: float = DEFAULT_WINDOW_S, open_loop_s: float = DEFAULT_OPEN_LOOP_S,
+               window_s: float = DEFAULT_WINDOW_S, open_loop_s: float | None = DEFAULT_OPEN_LOOP_S,
                threshold_rad: float = DEFAULT_THRESHOLD_RAD, sim_dt: float | None = None,
                device: str | None = None) -> dict[str, Any]:
     """Replay ``tracked`` in ``engine`` (windowed + open loop) and compare with its stored states."""
@@ -70,7 +71,7 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
         "root_pos_err_m": float(droot.mean()), "max_root_pos_err_m": float(droot.max()),
         "per_window_joint_rmse_rad": per_window.tolist(), "timestep_s": sim.sim_dt,
     }
-    horizon = max(1, min(frames - 1, int(round(open_loop_s / dt))))
+    horizon = frames - 1 if open_loop_s is None else max(1, min(frames - 1, int(round(open_loop_s / dt))))
     loop = sim.rollout(sim.start(states[0]), targets[None, :horizon + 1])
     dq = loop.states.joint_pos[0] - states.joint_pos[:horizon + 1]
     result.update({"open_loop_s": horizon * dt, "open_loop_joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
@@ -83,7 +84,7 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
 
 
 def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_rad: float = DEFAULT_THRESHOLD_RAD,
-                     open_loop_s: float = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
+                     open_loop_s: float | None = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
                      device: str | None = None) -> dict[str, Any]:
     """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz -> RUN/crosscheck.json (+ manifest)."""
     robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
@@ -106,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_RAD,
                         help="pass if the windowed joint RMSE (rad) is below this (default 0.05)")
     parser.add_argument("--open-loop", type=float, default=DEFAULT_OPEN_LOOP_S,
-                        help="seconds of whole-clip open-loop replay reported beside it (default 2)")
+                        help="seconds of open-loop replay from the first state reported beside it (default: the "
+                             "whole clip)")
     parser.add_argument("--engine", default=None, choices=("mujoco", "newton"),
                         help="engine that replays (default: the one the run was not tracked in)")
 

@@ -104,7 +104,7 @@ def _kernels():
 
 
 class NewtonEngine:
-    """Batched Newton rollouts (see the module docstring). Worlds are allocated for the largest batch seen."""
+    """Batched Newton rollouts (see the module docstring). The model holds as many worlds as the last batch."""
 
     name = "newton"
 
@@ -270,7 +270,7 @@ class NewtonEngine:
         pd_targets = np.asarray(pd_targets, dtype=np.float64)
         n, periods, j = pd_targets.shape[0], pd_targets.shape[1] - 1, self.robot.num_dofs
         starts = start if isinstance(start, list) else [start] * n
-        if n > self.worlds:
+        if n != self.worlds:  # every world costs a full step on CPU: size the model to the batch
             self._allocate(n)
         starts = starts + [starts[-1]] * (self.worlds - n)  # idle worlds replay the last one
         sub = substep_targets(pd_targets, self.steps)  # (n, H*S, J)

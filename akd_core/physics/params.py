@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 
 REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (STACK.md)
 GRAVITY = 9.81
+KP_PER_KG = 4.5  # N m/(rad kg): PD stiffness per kg of robot, the gradient method's (its contact gradients were
+# measured with it)
+KP_PER_KG_MPC = 18.0  # sampling MPC: 4x stiffer. Measured on the built-in quadruped's demo trot (1.33 m/s): at 4.5
+# the joints lag under stance load and the body falls behind (velocity-feedforward replay 0.90 m link error; MPC
+# could not recover it), at 9 0.26 m, at 18 0.13 m with 0.1 % of torque samples at the effort limit.
 
 
 @dataclass
@@ -101,11 +106,12 @@ def subtree_inertia_about_joints(robot: Robot) -> np.ndarray:
 
 
 def default_physics(robot: Robot, kp=None, kd=None, armature=None, contact: ContactParams | None = None,
-                    contact_mu: float | None = None) -> PhysicsParams:
+                    contact_mu: float | None = None, kp_per_kg: float = KP_PER_KG) -> PhysicsParams:
     """Robot-scaled defaults, overridable one by one (scalars or one value per joint).
 
     With M the total mass and I_j the subtree inertia about joint j (:func:`subtree_inertia_about_joints`):
-      kp_j = 4.5 N m/(rad kg) * M            (60 N m/rad for a 13 kg quadruped, the measured STACK setting)
+      kp_j = kp_per_kg * M: 4.5 N m/(rad kg) (60 N m/rad for a 13 kg quadruped, the measured STACK setting and the
+             gradient method's), or KP_PER_KG_MPC for sampling MPC (see there)
       armature_j = 0.01 kg m^2 * M / 13 kg
       kd_j = 2 sqrt(kp_j (I_j + armature_j))  (critically damped joint with its subtree), floored at 0.02 s * kp_j
       Newton contact ke = 2e4 N/m * M / 13, kd = 5e2 N s/m * M / 13, kf = 1e2 N s/m * M / 13; mu = 1.
@@ -124,7 +130,7 @@ def default_physics(robot: Robot, kp=None, kd=None, armature=None, contact: Cont
                               f"{robot.joint_names}), got {value!r}")
         return arr
 
-    kp_arr = per_joint(kp, np.full(n, 4.5 * mass), "kp")
+    kp_arr = per_joint(kp, np.full(n, kp_per_kg * mass), "kp")
     armature_arr = per_joint(armature, np.full(n, 0.01 * scale), "armature")
     inertia = subtree_inertia_about_joints(robot)
     kd_arr = per_joint(kd, np.maximum(2.0 * np.sqrt(kp_arr * (inertia + armature_arr)), 0.02 * kp_arr), "kd")

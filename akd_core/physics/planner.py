@@ -21,10 +21,11 @@ import numpy as np
 class SamplingConfig:
     samples: int = 32  # candidates per round, the nominal included
     iterations: int = 1  # annealing rounds per re-plan
-    noise_rad: float = 0.08  # standard deviation at the farthest knot, first round
+    noise_rad: float = 0.04  # standard deviation at the farthest knot, first round
     anneal_rounds: float = 1.0  # DIAL beta_1: noise x exp(-round / (beta_1 rounds))
     anneal_knots: float = 2.0  # DIAL beta_2: noise x exp(-(K - 1 - k) / (beta_2 K)) at knot k (0 = nearest)
-    temperature: float = 0.1  # softmax temperature on standardised costs
+    temperature: float = 0.5  # softmax temperature on standardised costs
+    select: str = "mean"  # "mean": the last round's softmax mean (MPPI/DIAL); "best": the best scored candidate
 
 
 @dataclass
@@ -66,4 +67,6 @@ class SamplingPlanner:
             weights = np.exp(-(z - z.min()) / cfg.temperature)
             weights /= weights.sum()
             nominal = np.tensordot(weights, candidates, axes=1)
+        if cfg.select == "mean":
+            return PlanResult(nominal, best_cost, evaluated)
         return PlanResult(best, best_cost, evaluated)
