@@ -200,3 +200,50 @@ def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, 
     setup = TR.build(a1, motion, TR.TrackingConfig())
     expected = setup.feedforward if metrics["selected_targets"] == "feedforward" else setup.reference.joint_pos
     np.testing.assert_allclose(tracked.pd_targets, expected, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- issue figures on real clips (slow)
+def _clip(robot_name: str, pattern: str, speed: float | None, prompt: str | None = None, duration: float = 4.0):
+    from akd_core.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
+    from akd_core.legs import find_legs
+    from akd_core.prompt import spec_from_prompt
+    from akd_core.robot import load_robot
+
+    builtin = robot_name in ("quadruped", "humanoid", "ostrich", "hexapod")
+    robot = load_robot(robot_name) if builtin else load_urdf(example_robot_urdf(robot_name))
+    spec = spec_from_prompt(prompt, robot, find_legs(robot))[0] if prompt else GaitSpec(pattern=pattern, speed=speed)
+    # as `akd gait` makes it: joint speeds capped at 0.75 x the URDF limits (the demo trot slows to 1.0 m/s)
+    return robot, generate_gait_result(robot, spec, duration=duration, fps=50.0, prompt=prompt or pattern,
+                                       max_velocity_ratio=TRACKING_VELOCITY_RATIO).motion
+
+
+@pytest.mark.slow
+def test_demo_trot_tracks_within_the_issue_figures_and_passes_the_newton_crosscheck():
+    """The built-in quadruped's `akd run` demo clip: link error <= 0.03 m, final heading within 3 deg, stance slip
+    <= 0.03 m/s, penetration <= 5 mm, upright; Newton replays the targets within the windowed threshold."""
+    robot, motion = _clip("quadruped", "trot", None, prompt="a dog trotting forward")
+    tracked, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
+    assert m["method"] == "mpc" and m["selected_targets"] == "optimised"
+    assert m["link_pos_err_m"] <= 0.03 and abs(m["heading_err_deg"]) <= 3.0, m
+    assert m["stance_slip_mps"] <= 0.03 and m["penetration_m"] <= 0.005 and not m["fell"], m
+    from akd_core.physics.params import physics_from_dict
+
+    check = C.crosscheck(robot, tracked, physics_from_dict(robot, m), "newton")
+    assert check["passed"], check
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("robot_name,speed", [("a1", 0.6), ("a1", 1.2), ("solo12", 0.5)])
+def test_holdout_quadruped_trots_track_within_six_centimetres(robot_name, speed):
+    robot, motion = _clip(robot_name, "trot", speed)
+    _, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
+    assert m["link_pos_err_m"] <= 0.06 and not m["fell"], m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("robot_name,speed", [("humanoid", 0.5), ("ostrich", 0.5), ("g1", 0.4)])
+def test_bipeds_stay_upright_for_the_whole_walk(robot_name, speed):
+    robot, motion = _clip(robot_name, "walk", speed)
+    _, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
+    assert not m["fell"] and not m["diverged"] and m["max_tilt_deg"] < 30.0, m
+    assert m["link_pos_err_m"] < m["naive_link_pos_err_m"], m
