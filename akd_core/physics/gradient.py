@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +36,8 @@ from ..kinematics import ForwardKinematics
 from ..motion import Motion, TrackedMotion, quat_to_matrix
 from ..robot import Robot
 from .metrics import fall_warning, tracking_metrics, tracks_better
-from .params import GRAVITY, PhysicsParams, default_physics
+from .newton_engine import _kernels, newton_model
+from .params import PhysicsParams, default_physics
 from .tracker import control_rate, start_pose
 
 log = logging.getLogger(__name__)
@@ -101,27 +101,6 @@ def _import_warp():
     return wp
 
 
-# ----------------------------------------------------------------------------- Warp kernels
-def _pd_kernel():
-    wp = _import_warp()
-
-    @wp.kernel
-    def pd_torque(joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float),
-                  targets: wp.array2d(dtype=float), step: int, q_index: wp.array(dtype=int),
-                  qd_index: wp.array(dtype=int), kp: wp.array(dtype=float), kd: wp.array(dtype=float),
-                  effort: wp.array(dtype=float), joint_f: wp.array(dtype=float), torque_log: wp.array2d(dtype=float)):
-        # tau = kp (q* - q) - kd qdot, clamped to the URDF effort limit (Newton's solvers do not clamp)
-        j = wp.tid()
-        q = joint_q[q_index[j]]
-        qd = joint_qd[qd_index[j]]
-        tau = kp[j] * (targets[step, j] - q) - kd[j] * qd
-        tau = wp.clamp(tau, -effort[j], effort[j])
-        joint_f[qd_index[j]] = tau
-        torque_log[step, j] = tau
-
-    return pd_torque
-
-
 # ----------------------------------------------------------------------------- the simulator
 class NewtonSim:
     """A Newton model of ``robot`` on a ground plane plus buffers for one chunk of ``steps`` substeps.
@@ -156,7 +135,7 @@ class NewtonSim:
         self.kp = wp.array(physics.kp.astype(np.float32), dtype=float, device=device)
         self.kd = wp.array(physics.kd.astype(np.float32), dtype=float, device=device)
         self.effort = wp.array(physics.effort.astype(np.float32), dtype=float, device=device)
-        self.pd_kernel = _pd_kernel()
+        self.pd_kernel = _kernels()[0]  # the Newton engine's clamped PD law, one world
         self.root_com = self.model.body_com.numpy()[self.root_body].astype(np.float64)  # (3,) in root frame
         self._graph = None  # captured forward chunk
         self._bwd_graph = None  # captured forward-with-tape + backward chunk
@@ -166,20 +145,7 @@ class NewtonSim:
 
     # -- building -------------------------------------------------------------
     def _build_model(self, requires_grad: bool):
-        newton, p = self.newton, self.physics
-        builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
-        cfg = builder.default_shape_cfg
-        cfg.ke, cfg.kd, cfg.kf, cfg.mu = p.contact.ke, p.contact.kd, p.contact.kf, p.contact.mu
-        with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
-            urdf = Path(tmp) / f"{self.robot.name}.urdf"
-            self.robot.to_urdf(urdf)
-            builder.add_urdf(str(urdf), floating=True, collapse_fixed_joints=True, enable_self_collisions=False,
-                             hide_visuals=True)
-        builder.add_ground_plane()
-        model = builder.finalize(device=self.device, requires_grad=requires_grad)
-        model.joint_target_ke.zero_()  # PD is ours (clamped); Newton's own drive stays off
-        model.joint_target_kd.zero_()
-        return model
+        return newton_model(self.robot, self.physics, 1, self.device, requires_grad)
 
     def _map_joints(self) -> None:
         """Index maps by name: Robot joint j -> Newton q/qd index; Newton bodies -> Robot links."""

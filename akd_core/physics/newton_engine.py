@@ -41,9 +41,8 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
     wp, newton = _newton()
     c = physics.contact
     robot_builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
-    for builder in (robot_builder,):
-        cfg = builder.default_shape_cfg
-        cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
+    cfg = robot_builder.default_shape_cfg
+    cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
     with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
         urdf = Path(tmp) / f"{robot.name}.urdf"
         robot.to_urdf(urdf)
@@ -311,5 +310,5 @@ class NewtonEngine:
 
     def advance(self, start: BodyState, pd_targets: np.ndarray) -> RolloutBatch:
         batch = self.rollout(start, np.asarray(pd_targets)[None])
-        batch.end = batch.states[0, -1] if batch.states.root_pos.ndim == 3 else None
+        batch.end = batch.states[0, -1]  # Newton carries no solver state: the last BodyState continues it
         return batch

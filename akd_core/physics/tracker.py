@@ -361,7 +361,7 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             known = dict(st["knots"])  # st changes only once the re-plan's step has executed (exact resume)
             nominal, last = [], None
             for f in knot_frames:
-                last = known.get(int(f), last if last is not None else _last_knot(known, t, j))
+                last = known.get(int(f), last if last is not None else _last_knot(known, j))
                 nominal.append(last)
             nominal = np.array(nominal)
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
@@ -398,7 +398,7 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
     return st["targets"].astype(np.float32), st["record"], info
 
 
-def _last_knot(known: dict[int, np.ndarray], t: int, joints: int) -> np.ndarray:
+def _last_knot(known: dict[int, np.ndarray], joints: int) -> np.ndarray:
     """Warm start for a knot not planned before: the latest known knot's offset, else zero."""
     return known[max(known)] if known else np.zeros(joints)
 
