@@ -34,6 +34,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from .errors import ConfigError, RunDirError
+from .feasibility import feasibility_summary
 from .fileio import atomic_path
 from .kinematics import ForwardKinematics, geometry_corners, quat_to_matrix
 from .motion import Motion
@@ -492,6 +493,7 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                         "final_sds": final.get("sds"),
                         "final_smooth": final.get("smooth"), "final_ground": final.get("ground"),
                         "frames": motion.num_frames, "video_fps": config.video_fps})
+        metrics.update(feasibility_summary(robot, reference))  # of the written reference.npz
         if target_motion is not None:
             target_clip = fit_clip(target_motion, num_frames, config.video_fps)
             err0 = np.abs(init_motion.joint_pos - target_clip.joint_pos).mean()

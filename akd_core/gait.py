@@ -812,8 +812,10 @@ def stage_gait(run, robot_spec: str, prompt: str, duration: float = 4.0, fps: fl
     Reference clips keep joint speeds below ``max_velocity_ratio`` x the URDF limits (default 0.75), so the PD
     targets that track them (which lead the reference) stay within the limits too.
 
-    run: akd_core.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed).
+    run: akd_core.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed, and the
+    dynamic feasibility summary of akd_core.feasibility).
     """
+    from .feasibility import feasibility_summary
     from .metrics import motion_metrics
     from .prompt import spec_from_prompt
     from .robot import load_robot
@@ -846,6 +848,7 @@ def stage_gait(run, robot_spec: str, prompt: str, duration: float = 4.0, fps: fl
         metrics.update(quality)
         metrics.update(ik_foot_error_m=result.ik_error_m, speed_command_mps=result.spec.speed,
                        frequency_hz=result.spec.frequency, num_frames=motion.num_frames)
+        metrics.update(feasibility_summary(robot, motion))  # CoP vs support polygon, residual wrench
         if preview:
             _write_preview(robot, motion, run.file(PREVIEW))
     return metrics
@@ -877,6 +880,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cli(args: argparse.Namespace) -> int:
     """`akd gait ...`: run the stage and print where the files are."""
+    from .feasibility import describe
     from .rundir import RunDir
 
     run = RunDir(args.out, create=True)
@@ -892,6 +896,7 @@ def cli(args: argparse.Namespace) -> int:
     print(f"  foot skate {metrics['foot_skate_mps']:.4f} m/s, penetration {metrics['penetration_m'] * 1000:.2f} mm, "
           f"IK error {metrics['ik_foot_error_m'] * 1000:.2f} mm, joint velocity {metrics['joint_velocity_ratio']:.2f}"
           " x limit")
+    print(f"  {describe(metrics)}")
     print(f"wrote {run.file('reference.npz')}")
     if run.file("preview.mp4").exists():
         print(f"wrote {run.file('preview.mp4')}")

@@ -1,10 +1,11 @@
 """Dynamic feasibility of a reference (akd_core.feasibility): known answers for the centre of pressure, the support
-polygon and the residual wrench and an independent check of the centroidal wrench against MuJoCo's inverse
-dynamics."""
+polygon and the residual wrench, an independent check of the centroidal wrench against MuJoCo's inverse dynamics,
+and the figures `akd gait` records and prints."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from akd_core.kinematics import ForwardKinematics
 from akd_core.legs import find_legs
 from akd_core.motion import Motion
 from akd_core.robot import load_robot
+from akd_core.rundir import RunDir
 
 SUMMARY_KEYS = {"cop_inside_frac", "cop_margin_min_m", "cop_margin_median_m", "residual_wrench_frac_mean",
                 "residual_wrench_frac_max", "flight_frac"}
@@ -191,3 +193,36 @@ def test_mismatched_clip_is_a_motion_error():
         feasibility(load_robot("humanoid"), motion)
     with pytest.raises(MotionError, match="mu"):
         feasibility(robot, motion, mu=-1.0)
+
+
+# ----------------------------------------------------------------------------- the stage and the CLI
+@pytest.mark.parametrize("name, prompt", [("quadruped", "a dog trotting forward"), ("humanoid", "walk forward")])
+def test_akd_gait_records_and_prints_dynamic_feasibility(tmp_path, capsys, name, prompt):
+    from akd_core.cli import main
+
+    out = tmp_path / name
+    assert main(["gait", "--robot", name, "--prompt", prompt, "--out", str(out), "--duration", "2",
+                 "--no-preview"]) == 0
+    printed = capsys.readouterr().out
+    assert "dynamic feasibility: CoP inside the support polygon on" in printed
+    metrics = json.loads((out / "manifest.json").read_text())["stages"]["gait"]["metrics"]
+    assert SUMMARY_KEYS <= set(metrics)
+    assert all(isinstance(metrics[k], float) and math.isfinite(metrics[k]) for k in SUMMARY_KEYS), metrics
+    assert 0.0 <= metrics["cop_inside_frac"] <= 1.0 and metrics["flight_frac"] == 0.0
+    # the reference is recorded as written: the figures of the saved clip, recomputed, are the same
+    robot = load_robot(out / "robot.urdf")
+    _, again = feasibility(robot, Motion.load(out / "reference.npz", robot))
+    assert again == pytest.approx({k: metrics[k] for k in SUMMARY_KEYS}, abs=1e-5)
+
+
+def test_stage_distill_records_the_figures_of_its_reference(tmp_path):
+    from akd_core.distill import stage_distill
+
+    run = RunDir(tmp_path / "sds", create=True)
+    metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="tiny", iterations=1,
+                            seed=0, config_overrides={"n_gaussians": 400, "width": 32, "height": 32,
+                                                      "video_every": 0})
+    assert SUMMARY_KEYS <= set(metrics)
+    robot = load_robot(run.file("robot.urdf"))
+    _, again = feasibility(robot, Motion.load(run.file("reference.npz"), robot))
+    assert again == pytest.approx({k: metrics[k] for k in SUMMARY_KEYS}, abs=1e-5)
