@@ -87,6 +87,20 @@ def test_sampling_planner_descends_a_known_cost():
     assert scale[0] < scale[-1] and planner.noise_scale(2, 4)[-1] < scale[-1]  # near knots, later rounds: less
 
 
+def test_sampling_planner_keeps_the_nominal_when_nothing_scores():
+    planner = SamplingPlanner(SamplingConfig(samples=8, iterations=2), seed=0)
+    nominal = np.full((3, 2), 0.1)
+    result = planner.improve(nominal, lambda c: np.full(len(c), np.nan))
+    np.testing.assert_array_equal(result.nominal, nominal)
+
+
+def test_a_one_period_plan_at_the_clip_end_scores_finite(setup):
+    """The last re-plan of a clip can hold one control period: no link frame inside it, the cost stays finite."""
+    engine, ff = setup.engine, setup.feedforward
+    batch = engine.rollout(engine.start(setup.start), np.stack([ff[:2], ff[:2] + 0.01]))
+    assert np.all(np.isfinite(setup.cost(batch, 0)))
+
+
 def test_rate_limit_bounds_steps_and_keeps_slow_sequences():
     max_step = np.array([0.1, 1.0])
     fast = np.array([[0.0, 0.0], [0.5, 0.5], [0.5, 0.6], [-0.5, 0.6]])
@@ -247,3 +261,27 @@ def test_bipeds_stay_upright_for_the_whole_walk(robot_name, speed):
     _, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
     assert not m["fell"] and not m["diverged"] and m["max_tilt_deg"] < 30.0, m
     assert m["link_pos_err_m"] < m["naive_link_pos_err_m"], m
+
+
+def test_hdf5_export_carries_the_physics_tracking_executed(a1, tmp_path):
+    """A dataset consumer needs the step, armature and contact the targets were executed with: env_args carries
+    the track stage's, and the BC environment reads them back."""
+    import json
+
+    import h5py
+
+    from akd_core import policy as P
+    from akd_core.export import export_runs
+
+    run = RunDir(tmp_path / "run", create=True)
+    a1.to_urdf(run.file("robot.urdf"))
+    trot_in_place(a1, duration=0.3).save(run.file("reference.npz"))
+    metrics = TR.stage_track(run, samples=4, progress=False)
+    [path] = export_runs([run.path], "hdf5", tmp_path / "data.hdf5")
+    with h5py.File(path) as f:
+        args = json.loads(f["data"].attrs["env_args"])
+    assert args["sim_dt_s"] == pytest.approx(metrics["sim_dt_s"]) and args["engine"] == "mujoco"
+    assert args["contact"]["impratio"] == metrics["contact"]["impratio"]
+    physics = P.default_physics(a1, 1 / 50, args)
+    assert physics["sim_dt"] == pytest.approx(metrics["sim_dt_s"])
+    np.testing.assert_allclose(physics["armature"], metrics["armature"])

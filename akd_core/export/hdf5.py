@@ -62,6 +62,7 @@ def env_args(episode: Episode) -> dict[str, Any]:
     """The ``data`` group's env_args (robomimic env metadata + what Isaac Lab / our BC reader need)."""
     robot = episode.robot
     return {
+        **tracking_physics(episode),
         "env_name": "akd", "type": 2,
         "env_kwargs": {"robot": robot.name, "fps": episode.fps, "dt": episode.dt},
         "robot": robot.name, "fps": episode.fps, "dt": episode.dt, "joint_names": list(episode.joint_names),
@@ -70,6 +71,17 @@ def env_args(episode: Episode) -> dict[str, Any]:
         "foot_names": list(episode.foot_names), "quat_order": "xyzw",
         "state_layout": [[n, w] for n, w in states_layout(len(episode.joint_names))],
     }
+
+
+def tracking_physics(episode: Episode) -> dict[str, Any]:
+    """What a simulator needs to replay the episode's PD targets as tracking executed them (the track stage's
+    ``sim_dt_s``, ``armature``, ``contact``, ``engine``, ``method``; empty for a reference clip or a run without
+    a manifest). The policy's MuJoCo environment reads them back."""
+    path = Path(episode.run_dir) / "manifest.json"
+    if episode.source != "tracked" or not path.exists():
+        return {}
+    metrics = ((json.loads(path.read_text()).get("stages") or {}).get("track") or {}).get("metrics") or {}
+    return {k: metrics[k] for k in ("sim_dt_s", "armature", "contact", "engine", "method") if k in metrics}
 
 
 def _list(values) -> list[float | None]:

@@ -68,7 +68,9 @@ class TrackingCost:
         """Each term (N,) for rollouts whose frame 0 is control frame ``t0``; ``offsets`` (N, K, J) knot values."""
         ref, h = self.ref, batch.torques.shape[1]
         frames = slice(t0 + 1, t0 + h + 1)
-        link = np.linalg.norm(batch.link_pos[:, 1:] - ref.link_pos[t0 + 1:t0 + h][None], axis=-1).mean((1, 2))
+        link = np.zeros(len(batch.diverged))  # link positions exist at frames 0..h-1: none inside a 1-period plan
+        if h > 1:
+            link = np.linalg.norm(batch.link_pos[:, 1:] - ref.link_pos[t0 + 1:t0 + h][None], axis=-1).mean((1, 2))
         states = batch.states
         orient = quat_angle(states.root_quat[:, 1:], ref.root_quat[frames][None]).mean(1)
         joint = np.abs(states.joint_pos[:, 1:] - ref.joint_pos[frames][None]).mean((1, 2))

@@ -58,10 +58,12 @@ class SamplingPlanner:
             candidates = np.concatenate([nominal[None], nominal[None] + noise])  # (N, K, J)
             costs = score(candidates)
             evaluated += len(candidates)
+            finite = np.isfinite(costs)
+            if not finite.any():  # nothing scored: keep the nominal rather than average garbage
+                break
             order = int(np.argmin(costs))
             if costs[order] < best_cost:
                 best, best_cost = candidates[order].copy(), float(costs[order])
-            finite = np.isfinite(costs)
             z = (costs - costs[finite].mean()) / (costs[finite].std() + 1e-9)
             z = np.where(finite, z, np.inf)
             weights = np.exp(-(z - z.min()) / cfg.temperature)
