@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DependencyError
+from ..errors import DependencyError, MotionError
 from ..motion import quat_to_matrix
 from ..robot import Robot
 from .engine import BodyState, Feet, RolloutBatch, mass_links, substep_targets
@@ -151,6 +151,8 @@ class MujocoEngine:
 
     # -- rollouts -------------------------------------------------------------
     def _controls(self, pd_targets: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(pd_targets)):  # MuJoCo would only log a warning and reset the world
+            raise MotionError("PD targets contain NaN or inf values; this is a bug in the caller (please report it)")
         sub = substep_targets(np.asarray(pd_targets, dtype=np.float64), self.steps)  # (N, H*S, J)
         ctrl = np.zeros(sub.shape[:-1] + (self.model.nu,))
         ctrl[..., self.act] = sub
