@@ -477,7 +477,8 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     unknown = sorted(set(options) - fields)
     if unknown:
         raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
-    cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device",)})
+    # None means "the default" for CLI options, except where None is itself a setting (adam's whole-clip window)
+    cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device", "window_s")})
     robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
     checkpoint = run.file(CHECKPOINT)
