@@ -63,3 +63,13 @@ def test_stage_crosscheck_writes_json_and_picks_the_other_engine(a1, tmp_path, m
         assert key in saved
     assert saved["engine"] == "newton" and saved["passed"] == result["passed"]
     assert run.stage("crosscheck")["status"] == "done"
+
+
+def test_newton_model_takes_masses_from_the_urdf_only(a1):
+    """Newton would add every collision shape's volume at its default density (a1: +0.7 kg, anymal_c: +29 kg):
+    the cross-check must simulate the same robot MuJoCo does."""
+    from akd_core.physics.newton_engine import newton_model
+    from akd_core.physics.params import default_physics
+
+    model = newton_model(a1, default_physics(a1), worlds=2)
+    assert float(model.body_mass.numpy().sum()) == pytest.approx(2 * a1.total_mass, rel=1e-6)

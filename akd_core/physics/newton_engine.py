@@ -43,6 +43,9 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
     robot_builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
     cfg = robot_builder.default_shape_cfg
     cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
+    # masses and inertias come from the URDF's <inertial> only, as in MuJoCo (inertiafromgeom="false"): with its
+    # default density Newton adds every collision shape's volume as mass (anymal_c: 81.5 kg instead of 52.1)
+    cfg.density = 0.0
     with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
         urdf = Path(tmp) / f"{robot.name}.urdf"
         robot.to_urdf(urdf)
