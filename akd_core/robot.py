@@ -201,13 +201,16 @@ class Robot:
         return load_urdf(path, package_paths)
 
     # -- writing ------------------------------------------------------------
-    def to_urdf(self, path: str | os.PathLike | None = None, mesh_uris: str = "absolute") -> str:
-        """URDF XML of this robot. ``mesh_uris``: "absolute" (resolved file paths) or "original" (URIs as read)."""
+    def to_urdf(self, path: str | os.PathLike | None = None, mesh_uris: str = "absolute",
+                visuals: bool = True) -> str:
+        """URDF XML of this robot. ``mesh_uris``: "absolute" (resolved file paths), "original" (URIs as read) or
+        "stl" (resolved paths, meshes other than STL/OBJ converted to STL once in the AKD cache). ``visuals=False``
+        leaves visual geometry out (for simulators, which need only collisions and inertia)."""
         lines = ['<?xml version="1.0"?>', f"<robot name={quoteattr(self.name)}>"]
         for name, rgba in self.materials.items():
             lines.append(f'  <material name={quoteattr(name)}><color rgba="{fmt(rgba)}"/></material>')
         for name in self._document_links:
-            lines.extend(_link_urdf(self.link(name), mesh_uris))
+            lines.extend(_link_urdf(self.link(name), mesh_uris, visuals))
         for name in self._document_joints:
             lines.extend(_joint_urdf(self.joint(name)))
         lines.append("</robot>")
@@ -548,7 +551,12 @@ def _geometry_urdf(geom: Geometry, tag: str, mesh_uris: str) -> list[str]:
     elif geom.kind == "capsule":
         out.append(f'        <capsule radius="{fmt(geom.size[0])}" length="{fmt(geom.size[1])}"/>')
     else:
-        uri = geom.mesh_uri if (mesh_uris == "original" or geom.mesh_path is None) else str(geom.mesh_path)
+        if mesh_uris == "original" or geom.mesh_path is None:
+            uri = geom.mesh_uri
+        elif mesh_uris == "stl":  # for importers that only read STL/OBJ (COLLADA converted once, as for MJCF)
+            uri = str(_mujoco_mesh_file(geom, _mesh_cache(None)))
+        else:
+            uri = str(geom.mesh_path)
         out.append(f'        <mesh filename={quoteattr(uri)} scale="{fmt(geom.size)}"/>')
     out.append("      </geometry>")
     if tag == "visual" and geom.rgba is not None:
@@ -558,7 +566,7 @@ def _geometry_urdf(geom: Geometry, tag: str, mesh_uris: str) -> list[str]:
     return out
 
 
-def _link_urdf(link: Link, mesh_uris: str) -> list[str]:
+def _link_urdf(link: Link, mesh_uris: str, visuals: bool = True) -> list[str]:
     out = [f"  <link name={quoteattr(link.name)}>"]
     if link.inertial is not None:
         i = link.inertial.inertia
@@ -567,7 +575,7 @@ def _link_urdf(link: Link, mesh_uris: str) -> list[str]:
                 f'      <inertia ixx="{fmt(i[0, 0])}" ixy="{fmt(i[0, 1])}" ixz="{fmt(i[0, 2])}" '
                 f'iyy="{fmt(i[1, 1])}" iyz="{fmt(i[1, 2])}" izz="{fmt(i[2, 2])}"/>',
                 "    </inertial>"]
-    for geom in link.visuals:
+    for geom in link.visuals if visuals else ():
         out += _geometry_urdf(geom, "visual", mesh_uris)
     for geom in link.collisions:
         out += _geometry_urdf(geom, "collision", mesh_uris)
@@ -599,6 +607,12 @@ def _per_joint(value: float | Sequence[float], n: int, name: str) -> np.ndarray:
     if arr.shape != (n,):
         raise URDFError(f"{name} must be a scalar or have one value per actuated joint ({n}), got shape {arr.shape}")
     return arr
+
+
+def _mesh_cache(mesh_cache: str | os.PathLike | None) -> Path:
+    """Folder for converted meshes: ``mesh_cache``, else $AKD_CACHE or ~/.cache/akd, /mjcf_meshes."""
+    cache = Path(mesh_cache) if mesh_cache else Path(os.environ.get("AKD_CACHE", Path.home() / ".cache" / "akd"))
+    return cache / "mjcf_meshes"
 
 
 def _mujoco_mesh_file(geom: Geometry, cache: Path) -> Path:
@@ -652,8 +666,7 @@ def _robot_mjcf(robot: Robot, path, *, kp, kd, armature, timestep, friction, roo
                 ground, visuals, mesh_cache) -> str:
     n = robot.num_dofs
     kp_arr, kd_arr, arm_arr = (_per_joint(v, n, k) for v, k in ((kp, "kp"), (kd, "kd"), (armature, "armature")))
-    cache = Path(mesh_cache) if mesh_cache else Path(os.environ.get("AKD_CACHE", Path.home() / ".cache" / "akd"))
-    cache = cache / "mjcf_meshes"
+    cache = _mesh_cache(mesh_cache)
     meshes: dict[str, tuple[Path, np.ndarray]] = {}
     dof_index = {name: i for i, name in enumerate(robot.joint_names)}
     children: dict[str, list[Joint]] = {}

@@ -73,3 +73,16 @@ def test_newton_model_takes_masses_from_the_urdf_only(a1):
 
     model = newton_model(a1, default_physics(a1), worlds=2)
     assert float(model.body_mass.numpy().sum()) == pytest.approx(2 * a1.total_mass, rel=1e-6)
+
+
+def test_newton_gets_a_urdf_of_collisions_with_meshes_it_can_read(tmp_path):
+    """anymal_b's foot visuals are COLLADA files Newton's reader rejects: Newton's URDF carries collisions only,
+    every mesh as STL/OBJ, and the model builds."""
+    from akd_core.physics.newton_engine import newton_model
+    from akd_core.physics.params import default_physics
+
+    robot = load_urdf(example_robot_urdf("anymal_b"))
+    text = robot.to_urdf(mesh_uris="stl", visuals=False)
+    assert "<visual" not in text and ".dae" not in text.lower()
+    model = newton_model(robot, default_physics(robot))
+    assert float(model.body_mass.numpy().sum()) == pytest.approx(robot.total_mass, rel=1e-6)

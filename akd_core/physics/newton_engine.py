@@ -48,7 +48,9 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
     cfg.density = 0.0
     with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
         urdf = Path(tmp) / f"{robot.name}.urdf"
-        robot.to_urdf(urdf)
+        # collisions only, COLLADA as STL: Newton parses visual meshes even when hidden, and its COLLADA reader
+        # fails on some (anymal_b's foot visuals)
+        robot.to_urdf(urdf, mesh_uris="stl", visuals=False)
         robot_builder.add_urdf(str(urdf), floating=True, collapse_fixed_joints=True, enable_self_collisions=False,
                                hide_visuals=True)
     main = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
