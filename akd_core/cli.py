@@ -134,7 +134,7 @@ STAGE_COMMANDS: list[tuple[str, str, str, str, str]] = [
      "add_arguments", "cli"),
     ("batch", "akd_core.batch", "many runs from a sweep YAML, locally or on a Ray cluster",
      "add_arguments", "cli"),
-    ("prior", "akd_core.prior", "video priors: check a local CogVideoX folder, write a tiny test model",
+    ("prior", "akd_core.prior", "video priors: check a CogVideoX folder, write a tiny one, make training data, train",
      "add_arguments", "cli"),
     ("train-bc", "akd_core.policy", "behaviour cloning on an exported HDF5 dataset",
      "add_train_arguments", "train_cli"),

@@ -161,7 +161,8 @@ def describe_model_folder(folder: str | Path) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`akd prior check DIR` | `akd prior save-tiny DIR [--seed N] [--no-rotary]`."""
+    """`akd prior check DIR` | `akd prior save-tiny DIR [--seed N] [--no-rotary]` | `akd prior data --out DIR ...`
+    | `akd prior train --data DIR --out MODEL_DIR --stage vae ...`."""
     actions = parser.add_subparsers(dest="prior_command", metavar="ACTION")
     actions.required = True
     check = actions.add_parser("check", help="validate a local diffusers CogVideoX folder and print its setup")
@@ -170,12 +171,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     save.add_argument("folder", type=Path)
     save.add_argument("--seed", type=int, default=0)
     save.add_argument("--no-rotary", action="store_true", help="sin-cos positions (2B-style) instead of RoPE (5B)")
+    data = actions.add_parser("data", help="render a captioned training video set of gait-library motions "
+                                           "(distill's renderer and cameras); resumable")
+    data.add_argument("--out", type=Path, required=True, help="data folder (clips/, index.json)")
+    data.add_argument("--clips", type=int, default=100, help="number of clips (existing ones are kept)")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--frames", type=int, default=9, help="frames per clip (8n+1 suits CogVideoX)")
+    data.add_argument("--size", type=int, nargs=2, default=(64, 64), metavar=("W", "H"), help="pixels")
+    data.add_argument("--n-gaussians", type=int, default=2000)
+    data.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
+    tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
+                                          "clips (the VAE stage; checkpoints, --resume)")
+    tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
+    tr.add_argument("--out", type=Path, required=True, help="model folder (vae/, checkpoints/, losses)")
+    tr.add_argument("--stage", choices=("vae", "transformer"), default="vae")
+    tr.add_argument("--steps", type=int, default=2000, help="total steps of the stage (a resume continues to it)")
+    tr.add_argument("--batch", type=int, default=4)
+    tr.add_argument("--lr", type=float, default=1e-3)
+    tr.add_argument("--crop", type=int, default=32, help="random square crops (pixels; 0: full frames)")
+    tr.add_argument("--checkpoint-every", type=int, default=50)
+    tr.add_argument("--val-every", type=int, default=100)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--resume", action="store_true", help="continue from MODEL_DIR/checkpoints/vae.pt")
 
 
 def cli(args: argparse.Namespace) -> int:
     """Run `akd prior ...`; returns the exit code."""
     if args.prior_command == "check":
         print(json.dumps(describe_model_folder(args.folder), indent=2))
+    elif args.prior_command == "data":
+        from akd_core.prior.data import DataConfig, make_dataset
+
+        config = DataConfig(clips=args.clips, seed=args.seed, frames=args.frames, width=args.size[0],
+                            height=args.size[1], n_gaussians=args.n_gaussians, backend=args.backend)
+        summary = make_dataset(args.out, config)
+        rate = f", {summary['clips_per_min']:.1f} clips/min" if summary["clips_per_min"] else ""
+        print(f"{args.out}: {summary['clips']} clips ({summary['rendered']} rendered, {summary['skipped']} kept)"
+              f"{rate}; index {args.out / 'index.json'}")
+    elif args.prior_command == "train":
+        from akd_core.prior.train import VAETrainConfig, train
+
+        config = VAETrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, crop=args.crop,
+                                checkpoint_every=args.checkpoint_every, val_every=args.val_every, seed=args.seed)
+        summary = train(args.data, args.out, args.stage, config, resume=args.resume)
+        print(f"wrote {summary['vae']} (step {summary['steps_done']}/{summary['steps']}, validation L1 "
+              f"{summary['initial_val_l1']} -> {summary['final_val_l1']}; losses in {args.out})")
     else:
         folder = save_tiny_pretrained(args.folder, seed=args.seed, rotary=not args.no_rotary)
         print(f"wrote tiny CogVideoX model folder {folder}")
