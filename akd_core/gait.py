@@ -10,7 +10,9 @@ Pipeline of :func:`generate_gait`:
 2. **Body path.** Speed ``v`` along ``direction`` (body frame) and yaw rate ``turn_rate`` are ramped in
    smoothly over ``ramp_time`` and integrated (heading first), so the body follows a straight line, an arc
    or stays in place. Gaits with flight phases add a vertical oscillation in antiphase with the number of
-   feet on the ground (up in flight, down in stance).
+   feet on the ground (up in flight, down in stance). Biped walks then shift the root horizontally (after IK,
+   iterating) so the whole-body CoM follows a cart-table pendulum whose ZMP tracks the stance feet
+   (:mod:`akd_core.zmp` preview control, :func:`_balance_biped`); feet, height and yaw stay as planned.
 3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
    stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
    composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
@@ -61,7 +63,16 @@ IK_TOLERANCE = 1e-5  # m
 VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
 TRACKING_VELOCITY_RATIO = 0.75  # reference clips for tracking: headroom for PD targets that lead the reference
 IK_ACCEPT = 5e-3  # m: a clip whose feet miss their targets by more is regenerated slower
+IK_ACCEPT_BALANCED = 1e-3  # m, the same for biped walks balanced by preview control (their legs work nearer the
+# limits: a miss of a few mm is a sole corner digging in at lift-off)
 MAX_ATTEMPTS = 8
+ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.zmp); False = the level body path
+ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
+ZMP_PREVIEW = 1.6  # s, preview horizon
+ZMP_PREROLL = 2.0  # s of stepping in place simulated before the clip, so the clip starts on a settled sway
+ZMP_ITERATIONS = 2  # root-shift / IK fixed-point iterations
+ZMP_CORRECTIONS = 1  # second-stage preview corrections from the multibody ZMP (Kajita 2003)
+ZMP_SOLE_USE = 0.5  # how far toward its sole's edge (heel/toe/inner) the ZMP reference may move
 
 
 @dataclass(frozen=True)
@@ -691,7 +702,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
-        if ratio <= max_velocity_ratio and ik_error <= IK_ACCEPT:
+        accept = IK_ACCEPT_BALANCED if _balanced(resolved, stance) else IK_ACCEPT
+        if ratio <= max_velocity_ratio and ik_error <= accept:
             break
         if ratio > max_velocity_ratio:
             worst = int(ratios.argmax())
@@ -738,6 +750,10 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
                                 target_rot, centres=stance.centres, radius=radius, iterations=150)
     joint_pos, error = _repair_by_continuation(ik, traj["root_pos"], root_quat, joint_pos, stance, offsets, targets,
                                                target_rot, radius)
+    if _balanced(spec, stance):
+        traj["root_pos"], joint_pos, error = _balance_biped(robot, spec, stance, ik, times, traj["root_pos"],
+                                                            root_quat, joint_pos, offsets, targets, target_rot,
+                                                            radius)
     # a flat foot that tilts (a 3-joint leg cannot keep it level) would dig a corner in: raise its contact
     # point by the corner's depth below it and solve again (x, y stay put, so stance feet still do not slide)
     dip = _foot_dip(robot, stance.legs, traj["root_pos"], root_quat, joint_pos)  # (F, K)
@@ -749,6 +765,120 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
                     root_quat=root_quat, foot_names=[leg.foot_link for leg in stance.legs], foot_offsets=offsets,
                     foot_contacts=traj["contacts"], prompt=prompt)
     return motion, error
+
+
+def _balanced(spec: GaitSpec, stance: Stance) -> bool:
+    """Whether the clip's CoM comes from ZMP preview control (biped walks; :func:`_balance_biped`)."""
+    return ZMP_BALANCE and pattern_key(spec.pattern, len(stance.legs)) == "biped_walk"
+
+
+def _com(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
+    """Whole-body CoM (F,3) from FK link poses (F,L,3), (F,L,3,3) (links with an ``<inertial>`` mass)."""
+    massive = [(i, link.inertial) for i, link in enumerate(robot.links)
+               if link.inertial is not None and link.inertial.mass > 0]
+    if not massive:
+        raise MotionError(f"robot '{robot.name}' has no link with an <inertial> mass; add inertials to its URDF")
+    idx = np.array([i for i, _ in massive])
+    mass = np.array([inertial.mass for _, inertial in massive])
+    local = np.stack([inertial.origin[:3, 3] for _, inertial in massive])
+    pts = link_pos[:, idx] + np.einsum("fnij,nj->fni", link_rot[:, idx], local)
+    return np.einsum("n,fni->fi", mass, pts) / mass.sum()
+
+
+def _sole_bias(robot: Robot, stance: Stance, link_pos: np.ndarray, link_rot: np.ndarray,
+               com_xy: np.ndarray) -> np.ndarray:
+    """Per foot (K,2): the offset (m, stance frame) from the contact point to the ZMP target on its sole: the sole's
+    centre (its bounding box), moved toward the stance CoM ``com_xy`` (2,) by up to ZMP_SOLE_USE of the half
+    extent per axis (0 for a foot without geometry).
+
+    link_pos (L,3), link_rot (L,3,3): FK of the stance pose (root at the origin, level)."""
+    from .metrics import geometry_points
+
+    link_idx, points, radius = geometry_points(robot)
+    out = np.zeros((len(stance.legs), 2))
+    for k, leg in enumerate(stance.legs):
+        li = robot.link_index(leg.foot_link)
+        own = link_idx == li
+        if not own.any():
+            continue
+        world = link_pos[li] + points[own] @ link_rot[li].T
+        world[:, 2] -= radius[own]
+        sole = world[world[:, 2] <= world[:, 2].min() + 0.01, :2]
+        centre, half = (sole.min(0) + sole.max(0)) / 2, (sole.max(0) - sole.min(0)) / 2
+        out[k] = centre - stance.feet_body[k, :2] + np.clip(com_xy - centre, -ZMP_SOLE_USE * half, ZMP_SOLE_USE * half)
+    return out
+
+
+def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: _LegIK, times: np.ndarray,
+                   root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray,
+                   targets: np.ndarray, target_rot: np.ndarray,
+                   radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """A biped walk made dynamically consistent: the root moves horizontally so that the whole-body CoM follows
+    the cart-table preview-control CoM (:mod:`akd_core.zmp`) whose ZMP tracks the stance feet.
+
+    The ZMP reference comes from the same foot schedule on a fine grid (``ZMP_DT``) that starts ``ZMP_PREROLL`` s
+    before the clip (the robot stepping in place, CoM at rest between the feet, so the clip starts on a settled
+    sway) and runs ``ZMP_PREVIEW`` s past its end (the walk goes on). The root shift that puts the CoM there is
+    found by fixed-point iteration (the CoM moves with the leg poses that IK gives for the shifted root); the feet
+    stay on their targets, root height and yaw are unchanged. Returns root_pos, joint_pos and the IK error.
+    """
+    from .zmp import preview_com, zmp_reference
+
+    frame_dt = float(times[1] - times[0]) if len(times) > 1 else ZMP_DT
+    sub = max(int(math.ceil(frame_dt / ZMP_DT - 1e-9)), 1)
+    dt = frame_dt / sub
+    span = times[-1] - times[0] + ZMP_PREROLL + ZMP_PREVIEW  # the walk goes on past the clip: preview it
+    fine_times = times[0] - ZMP_PREROLL + np.arange(int(round(span / dt)) + 1) * dt
+    plan = foot_targets(spec, stance, fine_times)
+    fk = ik.fk
+    with torch.no_grad():
+        stand = fk(torch.as_tensor([[0.0, 0.0, stance.body_height]]), torch.as_tensor([[0.0, 0.0, 0.0, 1.0]]),
+                   torch.as_tensor(stance.joint_pos[None]))
+    stand_com = _com(robot, stand[0].numpy(), stand[1].numpy())[0]
+    z_c = float(stand_com[2])
+    # the ZMP may lie anywhere on the sole: aim at its centre moved toward the stance CoM (by up to ZMP_SOLE_USE
+    # of the half sole), so the body moves no farther than needed
+    bias = _sole_bias(robot, stance, stand[0].numpy()[0], stand[1].numpy()[0], stand_com[:2])  # (K,2)
+    c, s = np.cos(plan["foot_yaw"]), np.sin(plan["foot_yaw"])
+    feet = plan["feet"].copy()
+    feet[..., 0] += c * bias[:, 0] - s * bias[:, 1]
+    feet[..., 1] += s * bias[:, 0] + c * bias[:, 1]
+    zmp_ref = zmp_reference(feet, plan["contacts"])
+    com_plan, _ = preview_com(zmp_ref, dt, z_c, ZMP_PREVIEW, com0=plan["feet"][0, :, :2].mean(0))
+    goal = np.stack([np.interp(times, fine_times, com_plan[:, d]) for d in range(2)], -1)
+    zmp_goal = np.stack([np.interp(times, fine_times, zmp_ref[:, d]) for d in range(2)], -1)
+    root_pos, error = root_pos.copy(), 0.0
+    link_pos = link_rot = np.zeros(0)
+    for stage in range(ZMP_CORRECTIONS + 1):
+        if stage:
+            # second stage (Kajita 2003): the multibody ZMP differs from the pendulum's (swing-leg momentum,
+            # CoM height changes); preview-control the CoM correction that moves it back onto the reference
+            cop = _multibody_zmp(robot, link_pos, link_rot, frame_dt)
+            delta, _ = preview_com(zmp_goal - cop, frame_dt, z_c, ZMP_PREVIEW, com0=np.zeros(2))
+            goal = goal + delta
+        for _ in range(ZMP_ITERATIONS):
+            with torch.no_grad():
+                link_pos, link_rot = (a.numpy() for a in fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat),
+                                                            torch.as_tensor(joint_pos)))
+            root_pos[:, :2] += goal - _com(robot, link_pos, link_rot)[:, :2]
+            joint_pos, error = ik.solve(root_pos, root_quat, joint_pos, stance.joint_pos, offsets, targets,
+                                        target_rot, centres=stance.centres, radius=radius, iterations=150)
+            joint_pos, error = _repair_by_continuation(ik, root_pos, root_quat, joint_pos, stance, offsets,
+                                                       targets, target_rot, radius)
+        with torch.no_grad():
+            link_pos, link_rot = (a.numpy() for a in fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat),
+                                                        torch.as_tensor(joint_pos)))
+    return root_pos, joint_pos, error
+
+
+def _multibody_zmp(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray, dt: float) -> np.ndarray:
+    """ZMP (F,2) of the whole-body motion (akd_core.feasibility's centre of pressure, for any vertical force)."""
+    from .feasibility import centroidal_wrench
+
+    com, force, moment, _ = centroidal_wrench(robot, link_pos, link_rot, dt)
+    fz = np.maximum(force[:, 2], 1e-6)
+    return np.stack([com[:, 0] - (com[:, 2] * force[:, 0] + moment[:, 1]) / fz,
+                     com[:, 1] - (com[:, 2] * force[:, 1] - moment[:, 0]) / fz], -1)
 
 
 def _repair_by_continuation(ik: _LegIK, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,

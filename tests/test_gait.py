@@ -334,3 +334,71 @@ def test_every_pattern_at_three_speeds(name):
         for level in (0.0, 0.5, 1.0):
             spec = GaitSpec(pattern, speed=speed_for_level(pattern, legs, length, level))
             _assert_quality(robot, generate_gait_result(robot, spec, 3.0, 50, legs))
+
+
+# ----------------------------------------------------------------------------- balanced biped walks (issue 16)
+@pytest.mark.parametrize("name", ["humanoid", "ostrich", pytest.param("g1", marks=pytest.mark.slow)])  # g1: ~1 min
+def test_biped_walk_keeps_the_cop_over_the_stance_foot(name):
+    """The CoM of a biped walk comes from cart-table preview control (akd_core.zmp), so the whole-body CoP stays in
+    the support polygon (before: 0 % of the single-support frames, 18 % / 3 % / 11 % of all stance frames of
+    humanoid / ostrich / g1; after: 100 % for the built-in two, docs/gait.md)."""
+    from akd_core.feasibility import feasibility
+    from akd_core.gait import TRACKING_VELOCITY_RATIO
+    from akd_core.prompt import spec_from_prompt
+
+    robot = _robot(name)
+    legs = find_legs(robot)
+    spec, _ = spec_from_prompt("walk forward", robot, legs)
+    result = generate_gait_result(robot, spec, 1.5, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
+    m = _assert_quality(robot, result)
+    per_frame, summary = feasibility(robot, result.motion)
+    single = result.motion.foot_contacts.sum(1) == 1
+    label = f"{name}: {summary}, {m}"
+    assert summary["cop_inside_frac"] >= 0.95, label
+    assert (per_frame["margin_m"][single] >= 0).mean() >= 0.95, label
+    assert summary["residual_wrench_frac_max"] < 0.05, label
+    assert m["speed_mps"] > 0.2, label
+
+
+def test_biped_walk_sways_over_the_stance_foot_and_keeps_height_yaw_and_feet(monkeypatch):
+    import akd_core.gait as gait_module
+
+    robot = _robot("humanoid")
+    legs = find_legs(robot)
+    spec = GaitSpec("walk", speed=0.4)
+    balanced = generate_gait_result(robot, spec, 3.0, 50, legs)
+    monkeypatch.setattr(gait_module, "ZMP_BALANCE", False)
+    level = generate_gait_result(robot, spec, 3.0, 50, legs)
+    a, b = balanced.motion, level.motion
+    assert balanced.spec.speed == level.spec.speed == 0.4
+    np.testing.assert_array_equal(a.foot_contacts, b.foot_contacts)
+    np.testing.assert_array_equal(a.root_pos[:, 2], b.root_pos[:, 2])
+    np.testing.assert_array_equal(a.root_quat, b.root_quat)
+    feet = []
+    for motion in (a, b):
+        fk = ForwardKinematics(robot).double()
+        with torch.no_grad():
+            pos, rot = fk(torch.as_tensor(motion.root_pos, dtype=torch.float64),
+                          torch.as_tensor(motion.root_quat, dtype=torch.float64),
+                          torch.as_tensor(motion.joint_pos, dtype=torch.float64))
+        feet.append(np.asarray(foot_positions(robot, pos, rot, motion.foot_names, motion.foot_offsets)))
+    np.testing.assert_allclose(feet[0], feet[1], atol=1e-3)  # the feet stay where they were: IK absorbs the sway
+    sway = a.root_pos[:, 1] - b.root_pos[:, 1]
+    side = a.foot_contacts[:, 0].astype(float) - a.foot_contacts[:, 1]  # +1: left foot only, -1: right only
+    half_spacing = np.abs(feet[0][:, 0, 1] - feet[0][:, 1, 1]).min() / 2
+    assert np.corrcoef(sway, side)[0, 1] > 0.5  # toward the stance foot
+    assert 0.01 < np.abs(sway).max() < half_spacing
+
+
+@pytest.mark.parametrize("name, pattern", [("quadruped", "trot"), ("ostrich", "run")])
+def test_only_biped_walks_are_rebalanced(monkeypatch, name, pattern):
+    import akd_core.gait as gait_module
+
+    robot = _robot(name)
+    legs = find_legs(robot)
+    spec = GaitSpec(pattern, speed=speed_for_level(pattern, legs, leg_length(robot, legs), 0.5))
+    on = generate_gait(robot, spec, 1.0, 50, legs)
+    monkeypatch.setattr(gait_module, "ZMP_BALANCE", False)
+    off = generate_gait(robot, spec, 1.0, 50, legs)
+    for field in ("joint_pos", "root_pos", "root_quat", "foot_contacts"):
+        np.testing.assert_array_equal(getattr(on, field), getattr(off, field))
