@@ -77,6 +77,7 @@ class Engine(Protocol):
     """Batched rollouts of one robot. ``sim_dt`` is the physics step, ``steps`` the substeps per control period."""
 
     name: str
+    device: str  # "cpu" or a CUDA device
     robot: Robot
     physics: PhysicsParams
     sim_dt: float

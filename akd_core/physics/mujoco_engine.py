@@ -81,6 +81,7 @@ class MujocoEngine:
     """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to the CPU count."""
 
     name = "mujoco"
+    device = "cpu"
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
                  link_names: list[str] | None = None, threads: int | None = None):

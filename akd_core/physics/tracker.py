@@ -459,16 +459,12 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
                 "rollouts": info["rollouts"], "replans": info["replans"], "mean_plan_cost": info["mean_plan_cost"],
                 "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
-                "sim_dt_s": engine.sim_dt, "control_hz": setup.reference.fps, "device": _device(engine),
+                "sim_dt_s": engine.sim_dt, "control_hz": setup.reference.fps, "device": engine.device,
                 "height_shift_m": setup.height_shift, "weights": dataclasses.asdict(setup.weights),
                 **setup.physics.to_dict()})
     if metrics["fell"]:
         log.warning(fall_warning(metrics))
     return tracked, out
-
-
-def _device(engine: Engine) -> str:
-    return getattr(engine, "device", "cpu")
 
 
 def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:

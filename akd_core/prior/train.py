@@ -19,7 +19,7 @@ MODEL_DIR layout::
     MODEL_DIR/checkpoints/vae.pt   model + optimiser + step + random state + history (every K steps, on Ctrl-C)
     MODEL_DIR/vae_losses.csv       step, loss, l1, edge, kl, seconds
     MODEL_DIR/vae_val.csv          step, val_l1
-    MODEL_DIR/samples/vae_XXXXXX.mp4   held-out clip (top) and its reconstruction (bottom)
+    MODEL_DIR/samples/vae_<step>.mp4   held-out clip (top) and its reconstruction (bottom); step zero-padded to 6
     MODEL_DIR/train_vae.json       config and final figures
 
 Stage ``transformer`` (CogVideoXTransformer3DModel, v-prediction, text conditioning) is not built yet.
