@@ -154,12 +154,16 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
         ("link position error", _fmt(track.get("naive_link_pos_err_m"), " m"), _fmt(track.get("link_pos_err_m"), " m")),
         ("joint RMSE", _fmt(track.get("naive_joint_rmse_rad"), " rad"), _fmt(track.get("joint_rmse_rad"), " rad")),
         ("root position error", _fmt(track.get("naive_root_pos_err_m"), " m"), _fmt(track.get("root_pos_err_m"), " m")),
+        ("root height error (max)", _fmt(track.get("naive_root_height_err_max_m"), " m"),
+         _fmt(track.get("root_height_err_max_m"), " m")),
         ("final heading error", _fmt(track.get("naive_heading_err_deg"), " deg"),
          _fmt(track.get("heading_err_deg"), " deg")),
         ("stance slip (contacts)", _fmt(track.get("naive_stance_slip_mps"), " m/s"),
          _fmt(track.get("stance_slip_mps"), " m/s")),
         ("foot skating (heights)", _fmt(track.get("naive_foot_skate_mps"), " m/s"),
          _fmt(track.get("foot_skate_mps"), " m/s")),
+        ("contact schedule match", _fmt(track.get("naive_contact_schedule_match")),
+         _fmt(track.get("contact_schedule_match"))),
         ("penetration", _fmt(track.get("naive_penetration_m"), " m"), _fmt(track.get("penetration_m"), " m")),
         ("torque saturation", _fmt(track.get("naive_torque_saturation_frac")),
          _fmt(track.get("torque_saturation_frac"))),
@@ -168,12 +172,23 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     width = max(len(r[0]) for r in rows) + 2
     lines = ["", f"AKD run: {run.path}  robot={manifest.get('robot')}  prompt={manifest.get('prompt')!r}", ""]
     lines += [f"  {a:<{width}}{b:>18}{c:>18}" for a, b, c in rows]
-    if track.get("selected_targets") in ("naive", "feedforward"):
+    if track.get("selected_targets") == "feedforward" and not track.get("replans"):
+        lines.append("  (the inverse-dynamics feedforward replay tracked within "
+                     f"{_fmt(track.get('feedforward_ok_m'), ' m')}: the MPC was not needed)")
+    elif track.get("selected_targets") in ("naive", "feedforward"):
         kept = track["selected_targets"]
         lines.append(f"  (tracking did not improve on the {kept} replay: its PD targets were kept)")
+    if track.get("fell"):
+        tilt = _fmt(track.get("max_tilt_deg"), " deg")
+        lines.append(f"  THE TRACKED ROBOT FELL (max tilt {tilt}): the motion is not usable as a demonstration")
+    if track.get("track_seconds") is not None:
+        lines.append(f"  tracking took {_fmt(track.get('track_seconds'), ' s')}")
     lines.append("")
+    cop = motion.get("cop_inside_frac")
     lines.append(f"  reference: foot skating {_fmt(motion.get('foot_skate_mps'), ' m/s')}, "
-                 f"penetration {_fmt(motion.get('penetration_m'), ' m')}")
+                 f"penetration {_fmt(motion.get('penetration_m'), ' m')}"
+                 + (f", CoP inside the support polygon on {100 * cop:.0f} % of stance frames" if cop is not None
+                    else ""))
     if cross:
         verdict = "PASS" if cross.get("passed") else "FAIL"
         lines.append(f"  cross-check in {cross.get('engine', 'the other engine')}: windowed joint RMSE "

@@ -38,6 +38,23 @@ def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: f
     return float(np.linalg.norm(foot_vel[..., :2], axis=-1)[stance].mean())
 
 
+def contact_match(foot_force: np.ndarray, intended: np.ndarray, steps: int, contact_force_n: float) -> float | None:
+    """Fraction of (control period, foot) pairs whose engine contact agrees with the intended stance.
+
+    foot_force (P*steps, K) per simulation step, intended (P+1, K) stance at the control frames. A period counts
+    when the intended stance is the same at both its frames (contact changes inside a period are ambiguous by a
+    period either way); the foot is in contact in the period when it carries more than ``contact_force_n`` on
+    most of its steps. None when no period counts."""
+    periods = len(foot_force) // steps
+    if periods == 0 or len(intended) < periods + 1:
+        return None
+    touching = (foot_force[:periods * steps] > contact_force_n).reshape(periods, steps, -1).mean(axis=1) > 0.5
+    steady = intended[:periods] == intended[1:periods + 1]
+    if not steady.any():
+        return None
+    return float((touching == intended[:periods])[steady].mean())
+
+
 def feet_of(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarray | None]:
     """Foot links (K,), contact offsets (K,3) and intended stance (T,K) of the reference; detected legs (no
     intended stance) when the reference names no feet."""
@@ -60,6 +77,7 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     state was), plus the quality metrics every stage shares.
 
     ``joint_rmse_rad``; ``link_pos_err_m`` (mean over frames and ``link_names``); ``root_pos_err_m``;
+    ``root_height_err_m`` / ``root_height_err_max_m`` (mean / max |z - z_ref| of the root);
     ``heading_err_deg`` (final frame, signed: tracked minus reference yaw) and ``max_heading_err_deg``;
     ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height, or a blown-up simulation);
     ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
@@ -88,6 +106,8 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
         "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
         "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link.numpy()[:, ids], axis=-1).mean()),
         "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
+        "root_height_err_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).mean()),
+        "root_height_err_max_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).max()),
         "heading_err_deg": float(heading_err[-1]),
         "max_heading_err_deg": float(np.abs(heading_err).max()),
         "max_tilt_deg": float(tilt_deg.max()),

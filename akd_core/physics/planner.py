@@ -5,8 +5,12 @@ plans; it never touches an engine or the reference. :class:`SamplingPlanner` is 
 DIAL-MPC's annealing: each of ``iterations`` rounds draws ``samples - 1`` Gaussian perturbations of the nominal
 (the nominal itself is always candidate 0), scores them, and moves the nominal to the softmax-weighted mean of
 the candidates on standardised costs (MPPI); the noise shrinks from round to round and toward the near knots
-(they were refined in earlier re-plans already, and they are the ones executed next). What is returned is the
-best candidate actually scored (predictive sampling): an unscored mean is never executed.
+(they were refined in earlier re-plans already, and they are the ones executed next).
+
+What is returned is always scored: with ``select="mean"`` the final mean is rolled out once more and returned only
+when it scores no worse than the plan the planner was given (else that plan is kept: a good nominal, such as the
+inverse-dynamics feedforward, is not traded for the noise the mean carries); with ``select="best"`` the best
+candidate (predictive sampling).
 """
 
 from __future__ import annotations
@@ -53,11 +57,14 @@ class SamplingPlanner:
         cfg = self.cfg
         knots, joints = nominal.shape
         best, best_cost, evaluated = nominal.copy(), np.inf, 0
+        given, given_cost = nominal.copy(), np.inf
         for r in range(cfg.iterations):
             noise = self.rng.standard_normal((cfg.samples - 1, knots, joints)) * self.noise_scale(r, knots)[:, None]
             candidates = np.concatenate([nominal[None], nominal[None] + noise])  # (N, K, J)
             costs = score(candidates)
             evaluated += len(candidates)
+            if r == 0 and np.isfinite(costs[0]):
+                given_cost = float(costs[0])
             finite = np.isfinite(costs)
             if not finite.any():  # nothing scored: keep the nominal rather than average garbage
                 break
@@ -69,6 +76,10 @@ class SamplingPlanner:
             weights = np.exp(-(z - z.min()) / cfg.temperature)
             weights /= weights.sum()
             nominal = np.tensordot(weights, candidates, axes=1)
-        if cfg.select == "mean":
-            return PlanResult(nominal, best_cost, evaluated)
-        return PlanResult(best, best_cost, evaluated)
+        if cfg.select == "best" or not np.isfinite(best_cost):
+            return PlanResult(best, best_cost, evaluated)
+        mean_cost = float(score(nominal[None])[0])
+        evaluated += 1
+        if np.isfinite(mean_cost) and mean_cost <= given_cost:
+            return PlanResult(nominal, mean_cost, evaluated)
+        return PlanResult(given, given_cost, evaluated)
