@@ -5,16 +5,19 @@ upright, wall time and wall time as a multiple of the naive replay; then the oth
 result and MuJoCo vs Newton rollout throughput.
 
     .venv/bin/python bench/bench_tracking.py [--clips quadruped-demo,a1-trot] [--duration 4] [--adam]
-        [--samples N] [--device cpu|cuda]
+        [--samples N] [--device cpu|cuda] [--also-mpc] [--no-throughput]
 
 Clips: "<robot>-demo" is the robot's prompt "trot forward" as `akd run` makes it (the built-in quadruped's demo
-is "a dog trotting forward"); "<robot>-trot"/"-walk" are gait-library clips at fixed speeds (CLIPS below); all are
+is "a dog trotting forward"); "<robot>-forward" / "-slowly" / "-quickly" are its prompts "walk forward", "walk
+slowly", "walk quickly" (the bipeds of issue 16); "<robot>-trot"/"-walk" are gait-library clips at fixed speeds
+(CLIPS below); all are
 made as `akd gait` makes them (joint speeds capped at 0.75 x the URDF limits, slowing the clip if needed).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -37,7 +40,10 @@ CLIPS = {  # robot, pattern, speed m/s, frequency Hz (None: the gait's own)
     "g1-walk": ("g1", "walk", 0.4, None),
 }
 DEMO_PROMPTS = {"quadruped": "a dog trotting forward", "humanoid": "a person walking forward"}
-COLUMNS = ("link_pos_err_m", "heading_err_deg", "stance_slip_mps", "penetration_m", "max_tilt_deg", "fell")
+# "<robot>-<word>": the robot's prompt "walk <word>" as `akd gait` makes it (issue 16's biped figures)
+PROMPT_WORDS = ("forward", "slowly", "quickly")
+COLUMNS = ("link_pos_err_m", "heading_err_deg", "stance_slip_mps", "root_height_err_max_m", "contact_schedule_match",
+           "penetration_m", "max_tilt_deg", "fell")
 
 
 def robot_of(name: str):
@@ -57,8 +63,8 @@ def clip(name: str, duration: float):
 
     robot_name, _, kind = name.rpartition("-")
     robot = robot_of(robot_name)
-    if kind == "demo":
-        prompt = DEMO_PROMPTS.get(robot_name, "trot forward")
+    if kind == "demo" or kind in PROMPT_WORDS:
+        prompt = DEMO_PROMPTS.get(robot_name, "trot forward") if kind == "demo" else f"walk {kind}"
         spec = spec_from_prompt(prompt, robot, find_legs(robot))[0]
     else:
         _, pattern, speed, frequency = CLIPS[name]
@@ -74,23 +80,28 @@ def row(label: str, metrics: dict, wall: float, naive_wall: float) -> str:
     return f"| {label} | " + " | ".join(cells) + f" | {wall:.1f} | {wall / max(naive_wall, 1e-9):.0f}x |"
 
 
-def bench_clip(name: str, duration: float, adam: bool, samples: int | None, device: str | None) -> None:
+def bench_clip(name: str, duration: float, adam: bool, samples: int | None, device: str | None,
+               also_mpc: bool = False) -> None:
     robot, motion = clip(name, duration)
     cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device)
     setup = TR.build(robot, motion, cfg)
+    from akd_core.feasibility import feasibility_summary
+
+    cop = feasibility_summary(robot, motion)["cop_inside_frac"]
     print(f"\n## {name}: {robot.num_dofs} DoF, {robot.total_mass:.1f} kg, {duration:g} s, "
-          f"{motion.root_pos[-1, 0] - motion.root_pos[0, 0]:.2f} m forward; engine {setup.engine.name}, "
+          f"{motion.root_pos[-1, 0] - motion.root_pos[0, 0]:.2f} m forward, reference CoP inside the support polygon "
+          f"on {100 * (cop or 0):.0f} % of stance frames; engine {setup.engine.name}, "
           f"sim dt {setup.engine.sim_dt * 1e3:.1f} ms, {setup.sampling.samples} samples, noise "
           f"{setup.sampling.noise_rad} rad, horizon {setup.horizon / setup.reference.fps:.2f} s")
-    print("\n| method | link err m | final heading err deg | stance slip m/s | penetration m | max tilt deg | fell "
-          "| wall s | x naive |\n|---|---|---|---|---|---|---|---|---|")
+    print("\n| method | link err m | final heading err deg | stance slip m/s | root height err max m | contact match "
+          "| penetration m | max tilt deg | fell | wall s | x naive |\n|---|---|---|---|---|---|---|---|---|---|---|")
     tic = time.perf_counter()
     rec, _ = TR.execute(setup.engine, setup.start, setup.reference.joint_pos.astype(np.float64))
     naive_wall = time.perf_counter() - tic
     print(row("naive replay", TR.record_metrics(setup, rec, setup.reference.joint_pos)[1], naive_wall, naive_wall))
     tic = time.perf_counter()
     rec, _ = TR.execute(setup.engine, setup.start, setup.feedforward)
-    print(row("velocity feedforward", TR.record_metrics(setup, rec, setup.feedforward)[1],
+    print(row("inverse-dynamics feedforward", TR.record_metrics(setup, rec, setup.feedforward)[1],
               time.perf_counter() - tic, naive_wall))
     if adam:
         tic = time.perf_counter()
@@ -98,7 +109,13 @@ def bench_clip(name: str, duration: float, adam: bool, samples: int | None, devi
         print(row("adam (Newton, paper)", metrics, time.perf_counter() - tic, naive_wall))
     tic = time.perf_counter()
     tracked, metrics = TR.track_motion(robot, motion, cfg, progress=False)
-    print(row(f"sampling MPC ({metrics['engine']})", metrics, time.perf_counter() - tic, naive_wall))
+    used = "MPC skipped: feedforward within tolerance" if not metrics["replans"] else metrics["selected_targets"]
+    print(row(f"`akd track` ({metrics['engine']}, {used})", metrics, time.perf_counter() - tic, naive_wall))
+    if also_mpc and metrics["replans"] == 0:  # show what the planner does on this clip too
+        tic = time.perf_counter()
+        _, planned = TR.track_motion(robot, motion, dataclasses.replace(cfg, feedforward_ok_m=0.0), progress=False)
+        print(row(f"sampling MPC forced ({planned['selected_targets']} kept)", planned, time.perf_counter() - tic,
+                  naive_wall))
     other = "newton" if metrics["engine"] == "mujoco" else "mujoco"
     tic = time.perf_counter()
     cc = C.crosscheck(robot, tracked, setup.physics, other)
@@ -131,11 +148,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--adam", action="store_true", help="also run the gradient method (minutes on CPU)")
     parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--also-mpc", action="store_true",
+                        help="also run the MPC where `akd track` skips it (feedforward within tolerance)")
+    parser.add_argument("--no-throughput", action="store_true", help="skip the rollout throughput table")
     parser.add_argument("--device", default=None)
     parser.add_argument("--worlds", type=int, default=16, help="worlds in the throughput table")
     args = parser.parse_args()
     for name in args.clips.split(","):
-        bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device)
+        bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device, args.also_mpc)
+    if args.no_throughput:
+        return
     print("\n## Rollout throughput (simulated seconds per wall second, all worlds together)\n\n"
           "| clip | engine | worlds | sim-s / wall-s |\n|---|---|---|---|")
     for name in args.clips.split(","):

@@ -280,36 +280,21 @@ def test_holdout_quadruped_trots_track_within_six_centimetres(robot_name, speed)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("robot_name,speed", [("humanoid", 0.5), ("ostrich", 0.5), ("g1", 0.4)])
-def test_bipeds_stay_upright_for_the_whole_walk(robot_name, speed):
-    robot, motion = _clip(robot_name, "walk", speed)
+@pytest.mark.parametrize("robot_name", ["humanoid", "g1", "ostrich"])
+@pytest.mark.parametrize("prompt", ["walk forward", "walk slowly", "walk quickly"])
+def test_biped_walks_track_within_the_issue_figures(robot_name, prompt):
+    """Issue 16's bar, 4 s walks as `akd gait` makes them: the reference's CoP inside the support polygon on >= 95 %
+    of stance frames; tracked upright for the whole clip with link error <= 0.08 m, engine-contact slip <= 0.05 m/s,
+    root height within 3 cm of the reference and the contact schedule matched on >= 90 % of (period, foot) pairs.
+    (`akd track`'s wall time, <= 3 min in the issue, is measured by bench/bench_tracking.py, not asserted here.)"""
+    from akd_core.feasibility import feasibility_summary
+
+    robot, motion = _clip(robot_name, "walk", None, prompt=prompt)
+    assert feasibility_summary(robot, motion)["cop_inside_frac"] >= 0.95
     _, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
-    assert not m["fell"] and not m["diverged"] and m["max_tilt_deg"] < 30.0, m
-    assert m["link_pos_err_m"] < m["naive_link_pos_err_m"], m
-
-
-def test_hdf5_export_carries_the_physics_tracking_executed(a1, tmp_path):
-    """A dataset consumer needs the step, armature and contact the targets were executed with: env_args carries
-    the track stage's, and the BC environment reads them back."""
-    import json
-
-    import h5py
-
-    from akd_core import policy as P
-    from akd_core.export import export_runs
-
-    run = RunDir(tmp_path / "run", create=True)
-    a1.to_urdf(run.file("robot.urdf"))
-    trot_in_place(a1, duration=0.3).save(run.file("reference.npz"))
-    metrics = TR.stage_track(run, samples=4, progress=False)
-    [path] = export_runs([run.path], "hdf5", tmp_path / "data.hdf5")
-    with h5py.File(path) as f:
-        args = json.loads(f["data"].attrs["env_args"])
-    assert args["sim_dt_s"] == pytest.approx(metrics["sim_dt_s"]) and args["engine"] == "mujoco"
-    assert args["contact"]["impratio"] == metrics["contact"]["impratio"]
-    physics = P.default_physics(a1, 1 / 50, args)
-    assert physics["sim_dt"] == pytest.approx(metrics["sim_dt_s"])
-    np.testing.assert_allclose(physics["armature"], metrics["armature"])
+    assert not m["fell"] and not m["diverged"], m
+    assert m["link_pos_err_m"] <= 0.08 and m["stance_slip_mps"] <= 0.05, m
+    assert m["root_height_err_max_m"] <= 0.03 and m["contact_schedule_match"] >= 0.9, m
 
 
 @pytest.mark.slow
