@@ -148,7 +148,9 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     cross = stages.get("crosscheck", {}).get("metrics", {})
     motion = stages.get("gait", stages.get("distill", {})).get("metrics", {})
     method = track.get("method", "adam")
-    tracked_by = f"{method} ({track.get('engine', 'newton')})" if track else "tracked"
+    kept = track.get("selected_targets")
+    label = method if kept in (None, "optimised") else f"{kept} replay"
+    tracked_by = f"{label} ({track.get('engine', 'newton')})" if track else "tracked"
     rows = [
         ("", "naive PD replay", tracked_by),
         ("link position error", _fmt(track.get("naive_link_pos_err_m"), " m"), _fmt(track.get("link_pos_err_m"), " m")),
