@@ -20,13 +20,26 @@ ROS_WHEELS = [
 ]
 
 
+def _tree(folder: str, dest: str) -> list[tuple[str, list[str]]]:
+    """Every file under HERE/folder, grouped by sub-folder, for data_files under ``dest`` (keeps the layout)."""
+    root = HERE / folder
+    groups: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if path.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in path.relative_to(root).parts):
+            groups.setdefault((Path(dest) / path.parent.relative_to(root)).as_posix(), []).append(str(path))
+    return list(groups.items())
+
+
 def _data_files() -> list[tuple[str, list[str]]]:
-    """ament index marker, package.xml, launch files and robot URDFs, so `colcon build` installs a ROS package."""
+    """ament index marker, package.xml, launch files, robot URDFs and the shipped video prior (models/, found by
+    akd_core.prior.default under <prefix>/share/akd/models when not run from the source tree), so `colcon build`
+    and `pip install .` install them."""
     files = [
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", sorted(str(p) for p in (HERE / "launch").glob("*.launch.py"))),
         (f"share/{PACKAGE}/robots", sorted(str(p) for p in (HERE / "robots").glob("*") if p.is_file())),
+        *_tree("models", f"share/{PACKAGE}/models"),
     ]
     return [(dest, [str(Path(f).relative_to(HERE)) if Path(f).is_absolute() else f for f in srcs])
             for dest, srcs in files if srcs]

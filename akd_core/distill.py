@@ -36,6 +36,7 @@ from tqdm import tqdm
 from .errors import ConfigError, RunDirError
 from .feasibility import feasibility_summary
 from .fileio import atomic_path
+from .gait_classify import classify_gait
 from .kinematics import ForwardKinematics, geometry_corners, quat_to_matrix
 from .motion import Motion
 from .robot import Robot, load_robot
@@ -433,8 +434,12 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                   fps: float = 50.0, seed: int = 0, package_paths: tuple[str, ...] | list[str] = (),
                   resume: bool = False, prior_args: argparse.Namespace | None = None,
                   config_overrides: dict[str, Any] | None = None, oracle_space: str = "latent") -> dict[str, Any]:
-    """`akd distill`: writes RUN/robot.urdf, RUN/distill/*, RUN/reference.npz (at ``fps``) and the manifest."""
+    """`akd distill`: writes RUN/robot.urdf, RUN/distill/*, RUN/reference.npz (at ``fps``) and the manifest.
+
+    prior "cogvideox" without ``video_model`` loads $AKD_VIDEO_MODEL or the shipped models/akd-gaits-tiny
+    (:func:`akd_core.prior.default.resolve_video_model`; a clear DependencyError when neither exists)."""
     from .prior import make_prior, make_prior_from_args
+    from .prior.default import resolve_video_model
 
     manifest = run.manifest()
     robot_spec = robot_spec or manifest.get("robot")
@@ -443,6 +448,10 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         raise ConfigError("akd distill needs --robot (built-in name or URDF path)")
     if not prompt or not prompt.strip():
         raise ConfigError("akd distill needs a non-empty --prompt describing the motion")
+    if prior == "cogvideox":
+        video_model = resolve_video_model(video_model)
+        if prior_args is not None:
+            prior_args = argparse.Namespace(**{**vars(prior_args), "video_model": video_model})
     robot = load_robot(robot_spec, package_paths)
     device_default = "cuda" if torch.cuda.is_available() else "cpu"
     config = DistillConfig(iterations=iterations or (10000 if device_default == "cuda" else 300), seed=seed,
@@ -494,6 +503,8 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                         "final_smooth": final.get("smooth"), "final_ground": final.get("ground"),
                         "frames": motion.num_frames, "video_fps": config.video_fps})
         metrics.update(feasibility_summary(robot, reference))  # of the written reference.npz
+        gait = classify_gait(robot, motion)  # the distilled frames themselves (reference.npz interpolates them)
+        metrics.update({"gait_class": gait.gait, "gait_confidence": round(gait.confidence, 3)})
         if target_motion is not None:
             target_clip = fit_clip(target_motion, num_frames, config.video_fps)
             err0 = np.abs(init_motion.joint_pos - target_clip.joint_pos).mean()
@@ -536,6 +547,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", default=None, help="text describing the motion")
     parser.add_argument("--out", required=True, type=Path, help="run directory")
     add_prior_arguments(parser)
+    # with no --video-model, --prior cogvideox loads $AKD_VIDEO_MODEL or the shipped models/akd-gaits-tiny
+    parser.set_defaults(prior="cogvideox")
     parser.add_argument("--target", type=Path, default=None, help="oracle prior: RUN0 whose reference.npz to recover")
     parser.add_argument("--oracle-space", choices=("latent", "pixels"), default="latent",
                         help="oracle prior: compare through the VAE (default) or on the rendered pixels")

@@ -191,6 +191,10 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
                  f"penetration {_fmt(motion.get('penetration_m'), ' m')}"
                  + (f", CoP inside the support polygon on {100 * cop:.0f} % of stance frames" if cop is not None
                     else ""))
+    distilled = stages.get("distill", {}).get("metrics", {})
+    if manifest.get("pipeline", {}).get("source") == "sds" and distilled.get("gait_class") is not None:
+        lines.append(f"  distilled gait: {distilled['gait_class']} (confidence "
+                     f"{_fmt(distilled.get('gait_confidence'), digits=2)}; prompt {manifest.get('prompt')!r})")
     if cross:
         verdict = "PASS" if cross.get("passed") else "FAIL"
         lines.append(f"  cross-check in {cross.get('engine', 'the other engine')}: windowed joint RMSE "
@@ -228,7 +232,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated export formats (hdf5,lerobot,amp,isaaclab-amp,rosbag2 | all | none)")
     parser.add_argument("--force", action="store_true", help="re-run stages that are already done")
     parser.add_argument("--prior", default="cogvideox", help="sds source: cogvideox | tiny")
-    parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder")
+    parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder (default: "
+                                                            "$AKD_VIDEO_MODEL, else the shipped models/akd-gaits-tiny)")
     parser.add_argument("--distill-iterations", type=int, default=None)
 
 
