@@ -66,6 +66,9 @@ IK_ACCEPT = 5e-3  # m: a clip whose feet miss their targets by more is regenerat
 IK_ACCEPT_BALANCED = 1e-3  # m, the same for biped walks balanced by preview control (their legs work nearer the
 # limits: a miss of a few mm is a sole corner digging in at lift-off)
 MAX_ATTEMPTS = 8
+# Feet that cannot reach a stride first get quicker, shorter steps at the asked speed (a person walking faster
+# raises the cadence too), up to this multiple of the gait's own cadence; only then does the gait slow down.
+MAX_CADENCE_GAIN = 1.6
 ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.zmp); False = the level body path
 ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
 ZMP_PREVIEW = 1.6  # s, preview horizon
@@ -696,8 +699,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
     current, notes = spec, list(spec.notes)
+    base_frequency, raised_from, cadence_done = None, None, False
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
+        base_frequency = base_frequency or resolved.frequency
         motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt)
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
@@ -713,12 +718,23 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
             frequency = resolved.frequency * scale
+            if raised_from is not None:  # the quicker steps were too quick: back to that cadence, a bit slower
+                scale, frequency, raised_from, cadence_done = 0.85, raised_from, None, True
         else:
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
                        f"within the joint limits (IK error {ik_error * 1e3:.1f} mm)")
             fix = "ask for a slower gait or a lower step height"
+            quicker = resolved.frequency / 0.85
+            if (spec.frequency is None and not cadence_done and quicker <= MAX_CADENCE_GAIN * base_frequency
+                    and attempt < MAX_ATTEMPTS - 1):
+                notes.append(f"{message}: strides shortened by 0.85 at the same speed ({quicker:.2f} Hz)")
+                log.warning(notes[-1])
+                raised_from = raised_from or resolved.frequency
+                current = dataclasses.replace(current, speed=resolved.speed, frequency=quicker)
+                continue
             scale = 0.85  # shorter strides, lower steps
-            frequency = spec.frequency
+            # a raised cadence is kept (the strides shrink with the speed); else the gait's own cadence for it
+            frequency = resolved.frequency if (raised_from is not None or cadence_done) else spec.frequency
             current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
         if not slow_down or attempt == MAX_ATTEMPTS - 1 or (resolved.speed == 0 and resolved.turn_rate == 0):
             if ratio > max_velocity_ratio or not slow_down:
