@@ -147,6 +147,18 @@ def prompt_for(recipe: dict[str, Any]) -> str:
     return PROMPT_TEMPLATES[gait][recipe["template"]].format(noun=recipe["noun"], how=how)
 
 
+def caption_words() -> list[str]:
+    """Every whitespace-separated word a caption from :func:`prompt_for` can contain (sorted): the vocabulary a
+    prior's tokenizer needs so that no caption word falls back to letters."""
+    hows = ("slowly", "fast", "forward", "turning", "left", "right")
+    words = set(hows)
+    for templates in PROMPT_TEMPLATES.values():
+        for template in templates:
+            for noun in NOUNS:
+                words.update(template.format(noun=noun, how="").split())
+    return sorted(words)
+
+
 # ----------------------------------------------------------------------------- the renderer
 class DataRenderer:
     """The robot, its legs and stance, and one distill ClipRenderer shared by every clip."""

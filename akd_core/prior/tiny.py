@@ -16,6 +16,7 @@ tested on a real folder.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -145,22 +146,37 @@ def make_tiny_prior(
     )
 
 
-def _tiny_tokenizer() -> Any:
-    """A T5Tokenizer (Unigram over a small word list + letters) built without any download."""
+def _tiny_tokenizer(extra_words: Iterable[str] = ()) -> Any:
+    """A T5Tokenizer (Unigram over a small word list + letters) built without any download.
+
+    extra_words: whole words added to the vocabulary after the built-in list (e.g. every word of the captions a
+    prior is trained on, :func:`akd_core.prior.data.caption_words`), so that none is spelled out in letters.
+    """
     from transformers import T5Tokenizer
 
+    words = _TOKENIZER_TEXT.split()
+    words += [w for w in dict.fromkeys(extra_words) if w not in set(words)]
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
     vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", -2.0)]
-    vocab += [("\u2581" + w, -5.0) for w in _TOKENIZER_TEXT.split()]
+    vocab += [("\u2581" + w, -5.0) for w in words]
     vocab += [(c, -10.0) for c in letters] + [("\u2581" + c, -10.0) for c in letters]
     return T5Tokenizer(vocab=vocab, extra_ids=0)
 
 
-def _tiny_text_encoder(vocab_size: int, seed: int) -> torch.nn.Module:
+def _tiny_text_encoder(
+    vocab_size: int, seed: int, d_model: int = TINY_TEXT_DIM, num_layers: int = 1, num_heads: int = 2
+) -> torch.nn.Module:
+    """A seeded random T5EncoderModel (d_kv = d_model / num_heads, d_ff = 2 d_model); the global RNG is untouched."""
     from transformers import T5Config, T5EncoderModel
 
     config = T5Config(
-        vocab_size=vocab_size, d_model=TINY_TEXT_DIM, d_kv=8, d_ff=32, num_layers=1, num_heads=2, dropout_rate=0.0
+        vocab_size=vocab_size,
+        d_model=d_model,
+        d_kv=max(d_model // num_heads, 1),
+        d_ff=2 * d_model,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        dropout_rate=0.0,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
