@@ -144,16 +144,22 @@ def describe_model_folder(folder: str | Path) -> dict[str, Any]:
     try:
         tcfg = CogVideoXTransformer3DModel.load_config(folder, subfolder="transformer", local_files_only=True)
         scfg = CogVideoXDDIMScheduler.load_config(folder, subfolder="scheduler", local_files_only=True)
+        vcfg = json.loads((folder / "vae" / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise DependencyError(f"cannot read the configs of video model folder {folder}: {exc}") from exc
+    factor = 2 ** (len(vcfg.get("block_out_channels", (0, 0, 0, 0))) - 1)  # the VAE's spatial compression
     return {
         "folder": str(folder),
         "layers": tcfg.get("num_layers"),
         "heads": tcfg.get("num_attention_heads"),
         "frames": tcfg.get("sample_frames"),
-        "height_px": tcfg.get("sample_height", 0) * 8,
-        "width_px": tcfg.get("sample_width", 0) * 8,
+        "height_px": tcfg.get("sample_height", 0) * factor,
+        "width_px": tcfg.get("sample_width", 0) * factor,
         "rotary": tcfg.get("use_rotary_positional_embeddings", False),
+        "text_len": tcfg.get("max_text_seq_length"),
+        "vae_spatial_factor": factor,
+        "vae_temporal_factor": vcfg.get("temporal_compression_ratio"),
+        "vae_scaling_factor": vcfg.get("scaling_factor"),
         "prediction_type": scfg.get("prediction_type"),
         "snr_shift_scale": scfg.get("snr_shift_scale"),
         "rescale_betas_zero_snr": scfg.get("rescale_betas_zero_snr"),
@@ -162,7 +168,7 @@ def describe_model_folder(folder: str | Path) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`akd prior check DIR` | `akd prior save-tiny DIR [--seed N] [--no-rotary]` | `akd prior data --out DIR ...`
-    | `akd prior train --data DIR --out MODEL_DIR --stage vae ...`."""
+    | `akd prior train --data DIR --out MODEL_DIR --stage vae|transformer ...`."""
     actions = parser.add_subparsers(dest="prior_command", metavar="ACTION")
     actions.required = True
     check = actions.add_parser("check", help="validate a local diffusers CogVideoX folder and print its setup")
@@ -181,18 +187,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--n-gaussians", type=int, default=2000)
     data.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
     tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
-                                          "clips (the VAE stage; checkpoints, --resume)")
+                                          "clips: --stage vae, then --stage transformer (checkpoints, --resume)")
     tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
-    tr.add_argument("--out", type=Path, required=True, help="model folder (vae/, checkpoints/, losses)")
+    tr.add_argument("--out", type=Path, required=True,
+                    help="model folder (vae/, then the complete diffusers folder; checkpoints/, losses, samples/)")
     tr.add_argument("--stage", choices=("vae", "transformer"), default="vae")
-    tr.add_argument("--steps", type=int, default=2000, help="total steps of the stage (a resume continues to it)")
-    tr.add_argument("--batch", type=int, default=4)
-    tr.add_argument("--lr", type=float, default=1e-3)
-    tr.add_argument("--crop", type=int, default=32, help="random square crops (pixels; 0: full frames)")
-    tr.add_argument("--checkpoint-every", type=int, default=50)
-    tr.add_argument("--val-every", type=int, default=100)
+    tr.add_argument("--steps", type=int, default=None,
+                    help="total steps of the stage, a resume continues to it (default vae 2000, transformer 10000)")
+    tr.add_argument("--batch", type=int, default=None, help="clips per step (default vae 4, transformer 8)")
+    tr.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default vae 1e-3, transformer 5e-4)")
+    tr.add_argument("--checkpoint-every", type=int, default=None, help="steps (default vae 50, transformer 100)")
+    tr.add_argument("--val-every", type=int, default=None, help="steps (default vae 100, transformer 500)")
     tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--resume", action="store_true", help="continue from MODEL_DIR/checkpoints/vae.pt")
+    tr.add_argument("--resume", action="store_true", help="continue from MODEL_DIR/checkpoints/<stage>.pt")
+    vae = tr.add_argument_group("--stage vae")
+    vae.add_argument("--crop", type=int, default=None, help="random square crops (pixels; 0: full frames; "
+                                                            "default 32)")
+    tfm = tr.add_argument_group("--stage transformer (needs MODEL_DIR/vae/ from --stage vae)")
+    tfm.add_argument("--layers", type=int, default=None, help="transformer blocks (default 4)")
+    tfm.add_argument("--heads", type=int, default=None, help="attention heads (default 4)")
+    tfm.add_argument("--head-dim", type=int, default=None, help="dims per head, a multiple of 16 with RoPE "
+                                                                "(default 32)")
+    tfm.add_argument("--no-rotary", action="store_true", help="sin-cos positions (2B-style) instead of RoPE (5B)")
+    tfm.add_argument("--text-len", type=int, default=None, help="prompt tokens (max_text_seq_length, default 16)")
+    tfm.add_argument("--warmup", type=int, default=None, help="linear lr warmup steps (default 100)")
+    tfm.add_argument("--cfg-dropout", type=float, default=None,
+                     help="fraction of samples trained on the empty prompt (default 0.1)")
+    tfm.add_argument("--sample-every", type=int, default=None,
+                     help="write sample videos every N steps (default 0: at the end only)")
+    tfm.add_argument("--sample-steps", type=int, default=None, help="DDIM steps of the samples (default 50; 0: none)")
+
+
+_STAGE_ARGS = {
+    "vae": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "crop"),
+    "transformer": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "layers", "heads", "head_dim",
+                    "text_len", "warmup", "cfg_dropout", "sample_every", "sample_steps"),
+}
+
+
+def train_config_from_args(args: argparse.Namespace) -> Any:
+    """The stage's config dataclass from `akd prior train` arguments (unset ones keep the dataclass default);
+    an argument of the other stage is refused (ConfigError)."""
+    from akd_core.prior.train import VAETrainConfig
+    from akd_core.prior.train_transformer import TransformerTrainConfig
+
+    mine = _STAGE_ARGS[args.stage]
+    other = [f"--{k.replace('_', '-')}" for stage, keys in _STAGE_ARGS.items() if stage != args.stage
+             for k in keys if k not in mine and getattr(args, k, None) is not None]
+    if args.stage == "vae" and args.no_rotary:
+        other.append("--no-rotary")
+    if other:
+        raise ConfigError(f"{', '.join(other)} do not apply to --stage {args.stage}")
+    values = {k: getattr(args, k) for k in mine if getattr(args, k) is not None}
+    if args.stage == "vae":
+        return VAETrainConfig(**values)
+    return TransformerTrainConfig(**values, rotary=not args.no_rotary)
 
 
 def cli(args: argparse.Namespace) -> int:
@@ -209,13 +258,16 @@ def cli(args: argparse.Namespace) -> int:
         print(f"{args.out}: {summary['clips']} clips ({summary['rendered']} rendered, {summary['skipped']} kept)"
               f"{rate}; index {args.out / 'index.json'}")
     elif args.prior_command == "train":
-        from akd_core.prior.train import VAETrainConfig, train
+        from akd_core.prior.train import train
 
-        config = VAETrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, crop=args.crop,
-                                checkpoint_every=args.checkpoint_every, val_every=args.val_every, seed=args.seed)
-        summary = train(args.data, args.out, args.stage, config, resume=args.resume)
-        print(f"wrote {summary['vae']} (step {summary['steps_done']}/{summary['steps']}, validation L1 "
-              f"{summary['initial_val_l1']} -> {summary['final_val_l1']}; losses in {args.out})")
+        summary = train(args.data, args.out, args.stage, train_config_from_args(args), resume=args.resume)
+        if args.stage == "vae":
+            print(f"wrote {summary['vae']} (step {summary['steps_done']}/{summary['steps']}, validation L1 "
+                  f"{summary['initial_val_l1']} -> {summary['final_val_l1']}; losses in {args.out})")
+        else:
+            print(f"wrote the diffusers CogVideoX folder {args.out} (transformer step {summary['steps_done']}/"
+                  f"{summary['steps']}, validation v-MSE {summary['initial_val_mse']} -> {summary['final_val_mse']}"
+                  f", empty prompt {summary['final_val_mse_uncond']}; `akd prior check {args.out}`)")
     else:
         folder = save_tiny_pretrained(args.folder, seed=args.seed, rotary=not args.no_rotary)
         print(f"wrote tiny CogVideoX model folder {folder}")

@@ -22,7 +22,8 @@ MODEL_DIR layout::
     MODEL_DIR/samples/vae_<step>.mp4   held-out clip (top) and its reconstruction (bottom); step zero-padded to 6
     MODEL_DIR/train_vae.json       config and final figures
 
-Stage ``transformer`` (CogVideoXTransformer3DModel, v-prediction, text conditioning) is not built yet.
+Stage ``transformer`` (CogVideoXTransformer3DModel, v-prediction, text conditioning through a T5 tokenizer and
+encoder, the complete diffusers folder): :mod:`akd_core.prior.train_transformer`.
 """
 
 from __future__ import annotations
@@ -332,13 +333,18 @@ def _write_sample(vae: torch.nn.Module, clip: Tensor, path: Path, device: torch.
         write_mp4(((both + 1.0) * 0.5).clamp(0, 1), tmp, fps=8.0)
 
 
-def train(data: str | Path, out: str | Path, stage: str, config: VAETrainConfig, resume: bool = False,
+def train(data: str | Path, out: str | Path, stage: str, config: Any, resume: bool = False,
           progress: bool = True) -> dict[str, Any]:
-    """`akd prior train`: one stage (the VAE first)."""
+    """`akd prior train`: one stage, the VAE first (``config`` a :class:`VAETrainConfig`), then the transformer
+    (a :class:`akd_core.prior.train_transformer.TransformerTrainConfig`)."""
     if stage == "vae":
+        if not isinstance(config, VAETrainConfig):
+            raise ConfigError(f"--stage vae needs a VAETrainConfig, got {type(config).__name__}")
         return train_vae(data, out, config, resume=resume, progress=progress)
     if stage == "transformer":
-        raise ConfigError("akd prior train --stage transformer is not built yet (issue 18, a later increment): "
-                          "train the VAE with --stage vae; the transformer stage (v-prediction, CogVideoX DDIM "
-                          "scheduler, text conditioning) comes next")
+        from akd_core.prior.train_transformer import TransformerTrainConfig, train_transformer
+
+        if not isinstance(config, TransformerTrainConfig):
+            raise ConfigError(f"--stage transformer needs a TransformerTrainConfig, got {type(config).__name__}")
+        return train_transformer(data, out, config, resume=resume, progress=progress)
     raise ConfigError(f"--stage must be one of {', '.join(STAGES)}, got {stage!r}")
