@@ -69,6 +69,7 @@ MAX_ATTEMPTS = 8
 # Feet that cannot reach a stride first get quicker, shorter steps at the asked speed (a person walking faster
 # raises the cadence too), up to this multiple of the gait's own cadence; only then does the gait slow down.
 MAX_CADENCE_GAIN = 1.6
+COP_ACCEPT = 0.95  # a balanced biped walk with quicker steps must keep its CoP inside the support this often
 ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.zmp); False = the level body path
 ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
 ZMP_PREVIEW = 1.6  # s, preview horizon
@@ -707,9 +708,26 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
-        accept = IK_ACCEPT_BALANCED if _balanced(resolved, stance) else IK_ACCEPT
+        balanced = _balanced(resolved, stance)
+        accept = IK_ACCEPT_BALANCED if balanced else IK_ACCEPT
         if ratio <= max_velocity_ratio and ik_error <= accept:
-            break
+            if not (balanced and raised_from is not None and attempt < MAX_ATTEMPTS - 1):
+                break
+            from .feasibility import feasibility_summary
+
+            inside = feasibility_summary(robot, motion)["cop_inside_frac"]
+            if inside is None or inside >= COP_ACCEPT:
+                break
+            # quick steps of a balanced walk leave too little double support for the ZMP to cross between the feet:
+            # back to the gait's own cadence, a bit slower
+            notes.append(f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz: the "
+                         f"centre of pressure leaves the support polygon on {100 * (1 - inside):.0f} % of stance "
+                         f"frames: back to {raised_from:.2f} Hz, slowed down by 0.85")
+            log.warning(notes[-1])
+            current = dataclasses.replace(current, speed=resolved.speed * 0.85, turn_rate=resolved.turn_rate * 0.85,
+                                          frequency=raised_from)
+            raised_from, cadence_done = None, True
+            continue
         if ratio > max_velocity_ratio:
             worst = int(ratios.argmax())
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
