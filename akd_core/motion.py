@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
 MOTION_SCHEMA = 1
 TRACKED_SCHEMA = 1
 LIMIT_TOLERANCE = 1e-6
+# simulated joint positions may sit this far past a limit the joint is pressed against: a simulator's limit is a
+# stiff but finite constraint (MuJoCo at the contact time constant: 1.2 mrad under the humanoid's ankle load). Commands
+# (PD targets, references) get no such allowance.
+STATE_LIMIT_TOLERANCE = 5e-3  # rad (m for prismatic joints)
 
 
 # ----------------------------------------------------------------------------- quaternions
@@ -301,8 +305,9 @@ class TrackedMotion:
 
 
 # ----------------------------------------------------------------------------- helpers
-def check_joint_limits(joint_pos: np.ndarray, robot: Robot, source: str, field_name: str) -> None:
-    """Raise JointLimitError naming the worst joint if any value leaves [lower, upper]."""
+def check_joint_limits(joint_pos: np.ndarray, robot: Robot, source: str, field_name: str,
+                       tolerance: float = LIMIT_TOLERANCE) -> None:
+    """Raise JointLimitError naming the worst joint if any value leaves [lower, upper] by more than ``tolerance``."""
     lower = np.asarray(robot.lower, dtype=np.float64)
     upper = np.asarray(robot.upper, dtype=np.float64)
     q = np.asarray(joint_pos, dtype=np.float64)
@@ -310,7 +315,7 @@ def check_joint_limits(joint_pos: np.ndarray, robot: Robot, source: str, field_n
     above = q - upper
     excess = np.maximum(below, above)
     worst = np.unravel_index(np.argmax(excess), excess.shape) if excess.size else None
-    if worst is not None and excess[worst] > LIMIT_TOLERANCE:
+    if worst is not None and excess[worst] > tolerance:
         frame, joint = worst
         name = robot.joint_names[joint]
         raise JointLimitError(

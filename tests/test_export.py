@@ -228,6 +228,27 @@ def test_out_of_limit_targets_are_refused_unless_overridden(tmp_path):
     assert path.exists()
 
 
+def test_simulated_states_may_press_a_hair_past_a_limit_commands_may_not(tmp_path):
+    """A joint held against its limit by load sinks into the simulator's (stiff, finite) limit: a tracked state
+    1 mrad past it exports; 10 mrad past it, or a PD target 1 mrad past it, is refused."""
+    from akd_core.motion import STATE_LIMIT_TOLERANCE
+
+    run = make_run(tmp_path / "pressed", "a dog", 0)
+    robot = load_urdf(run.file(ROBOT_URDF))
+    original = TrackedMotion.load(run.file(TRACKED))
+    for field_name, excess, ok in (("joint_pos", 1e-3, True), ("joint_pos", 2 * STATE_LIMIT_TOLERANCE, False),
+                                   ("pd_targets", 1e-3, False)):
+        tracked = TrackedMotion.load(run.file(TRACKED))
+        getattr(tracked, field_name)[7, 2] = robot.upper[2] + excess
+        tracked.save(run.file(TRACKED))
+        if ok:
+            assert export_runs([run.path], "hdf5", None)[0].exists()
+        else:
+            with pytest.raises(JointLimitError, match=f"{field_name}.*FR_calf_joint.*frame 7"):
+                export_runs([run.path], "hdf5", None)
+        original.save(run.file(TRACKED))
+
+
 # ----------------------------------------------------------------------------- lerobot
 def test_lerobot_v3_layout_and_round_trip(runs, tmp_path):
     import pyarrow.parquet as pq

@@ -19,7 +19,14 @@ import torch
 
 from ..errors import JointLimitError, MotionError, RunDirError
 from ..kinematics import ForwardKinematics, geometry_corners, matrix_to_quat
-from ..motion import Motion, TrackedMotion, angular_velocity, check_joint_limits
+from ..motion import (
+    LIMIT_TOLERANCE,
+    STATE_LIMIT_TOLERANCE,
+    Motion,
+    TrackedMotion,
+    angular_velocity,
+    check_joint_limits,
+)
 from ..robot import Robot, load_urdf
 from ..rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
 
@@ -124,8 +131,10 @@ def limit_violation(episode: Episode) -> str | None:
             frame, joint = np.argwhere(bad)[0]
             return (f"{episode.run_dir}: '{field_name}' of joint '{episode.robot.joint_names[joint]}' is "
                     f"{values[frame, joint]} at frame {frame}; the simulation blew up, re-run `akd track`")
+        simulated = field_name == "joint_pos" and episode.source == "tracked"  # a measured state, not a command
+        tolerance = STATE_LIMIT_TOLERANCE if simulated else LIMIT_TOLERANCE
         try:
-            check_joint_limits(values, episode.robot, str(episode.run_dir), field_name)
+            check_joint_limits(values, episode.robot, str(episode.run_dir), field_name, tolerance=tolerance)
         except JointLimitError as exc:
             return str(exc)
     return None

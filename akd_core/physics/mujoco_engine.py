@@ -49,6 +49,10 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     timeconst = max(contact.solref_timeconst_s, 2.0 * timestep)
     for geom in spec.geoms:
         geom.solref = [timeconst, 1.0]
+    # joint limits as stiff as the contacts: MuJoCo's default (20 ms) let a loaded ankle held at its limit sink
+    # 5 mrad past it; at the contact time constant 1.2 mrad
+    for joint in spec.joints:
+        joint.solref_limit = [timeconst, 1.0]
     for name in link_names or []:
         spec.add_sensor(name=f"pos:{name}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                         objname=name)
