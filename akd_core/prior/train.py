@@ -225,11 +225,7 @@ def train_vae(data: str | Path, out: str | Path, config: VAETrainConfig, resume:
         if state["vae_config"] != _jsonable(config.vae_kwargs(height, width)):
             raise ConfigError(f"{ckpt_path} holds a VAE of another shape ({state['vae_config']}); "
                               "train into another MODEL_DIR or use the checkpoint's settings")
-        vae.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        start, history, val_history = int(state["step"]), list(state["history"]), list(state["val_history"])
+        start, history, val_history = restore_training_state(state, vae, optimizer, generator)
         log.info("resuming VAE training from %s at step %d", ckpt_path, start)
     stop = config.steps if max_steps is None else min(config.steps, start + max_steps)
     params = sum(p.numel() for p in vae.parameters())
@@ -303,6 +299,17 @@ def train_vae(data: str | Path, out: str | Path, config: VAETrainConfig, resume:
     }
     write_json_atomic(out / "train_vae.json", summary)
     return summary
+
+
+def restore_training_state(state: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                           generator: torch.Generator) -> tuple[int, list, list]:
+    """Load a stage checkpoint's model, optimiser and random states (what makes a resume bit-identical); returns
+    (step, history, val_history)."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["step"]), list(state["history"]), list(state["val_history"])
 
 
 def _jsonable(kwargs: dict[str, Any]) -> dict[str, Any]:

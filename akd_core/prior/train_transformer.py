@@ -61,7 +61,15 @@ from akd_core.fileio import atomic_path, write_json_atomic
 from akd_core.prior.cogvideox import T5PromptEncoder, _rotary_embeddings
 from akd_core.prior.data import caption_words
 from akd_core.prior.tiny import TINY_SCHEDULER_CONFIG, _tiny_text_encoder, _tiny_tokenizer
-from akd_core.prior.train import _jsonable, _write_csv, load_clips, split_clips, to_model_input, whole_clip_batches
+from akd_core.prior.train import (
+    _jsonable,
+    _write_csv,
+    load_clips,
+    restore_training_state,
+    split_clips,
+    to_model_input,
+    whole_clip_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -393,11 +401,7 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
         if int(state["clips"]) != num_clips:
             log.warning("%s was trained on %d clips, %s holds %d: training continues on the new set",
                         ckpt_path, state["clips"], data, num_clips)
-        transformer.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        start, history, val_history = int(state["step"]), list(state["history"]), list(state["val_history"])
+        start, history, val_history = restore_training_state(state, transformer, optimizer, generator)
         log.info("resuming transformer training from %s at step %d", ckpt_path, start)
     stop = config.steps if max_steps is None else min(config.steps, start + max_steps)
     params = sum(p.numel() for p in transformer.parameters())
