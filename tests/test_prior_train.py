@@ -76,6 +76,25 @@ def test_data_is_deterministic_and_resumes(dataset, tmp_path):
         make_dataset(copy, DataConfig(clips=4, seed=1, frames=9, width=32, height=32), progress=False)
 
 
+def test_camera_and_blur_fractions_from_the_command_line():
+    """`akd prior data --orbit-fraction 0 --blur-fraction 0`: every clip as `akd distill` sees it by default
+    (follow camera from azimuth -70, elevation 20, margin 1.4, no blur); the default mixes in orbit views."""
+    from akd_core.cli import build_parser
+
+    args = build_parser("prior").parse_args(["prior", "data", "--out", "x", "--orbit-fraction", "0",
+                                             "--blur-fraction", "0"])
+    assert (args.orbit_fraction, args.blur_fraction) == (0.0, 0.0)
+    follow = DataConfig(clips=200, orbit_fraction=0.0, blur_fraction=0.0)
+    recipes = [clip_recipe(follow, i) for i in range(200)]
+    assert all(r["camera"] == "follow" and (r["azimuth_deg"], r["elevation_deg"], r["margin"]) == (-70.0, 20.0, 1.4)
+               and r["blur_px"] == 0.0 for r in recipes)
+    mixed = [clip_recipe(DataConfig(clips=200), i) for i in range(200)]
+    assert 0.6 < np.mean([r["camera"] == "orbit" for r in mixed]) < 0.8
+    assert [r["gait"] for r in recipes] == [r["gait"] for r in mixed]  # the motions do not depend on the camera
+    with pytest.raises(ConfigError, match="--orbit-fraction must be in"):
+        DataConfig(orbit_fraction=1.5)
+
+
 def _params(folder) -> dict[str, torch.Tensor]:
     return torch.load(folder / "checkpoints" / "vae.pt", map_location="cpu", weights_only=False)["model"]
 

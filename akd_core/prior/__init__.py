@@ -186,6 +186,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--size", type=int, nargs=2, default=(64, 64), metavar=("W", "H"), help="pixels")
     data.add_argument("--n-gaussians", type=int, default=2000)
     data.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
+    data.add_argument("--orbit-fraction", type=float, default=0.7,
+                      help="clips seen from a random orbit view; the rest from distill's follow camera "
+                           "(0: every clip as `akd distill` looks at it by default)")
+    data.add_argument("--blur-fraction", type=float, default=0.4,
+                      help="clips rendered with distill's coarse-to-fine blur (0 to max 4 px)")
     tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
                                           "clips: --stage vae, then --stage transformer (checkpoints, --resume)")
     tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
@@ -252,7 +257,8 @@ def cli(args: argparse.Namespace) -> int:
         from akd_core.prior.data import DataConfig, make_dataset
 
         config = DataConfig(clips=args.clips, seed=args.seed, frames=args.frames, width=args.size[0],
-                            height=args.size[1], n_gaussians=args.n_gaussians, backend=args.backend)
+                            height=args.size[1], n_gaussians=args.n_gaussians, backend=args.backend,
+                            orbit_fraction=args.orbit_fraction, blur_fraction=args.blur_fraction)
         summary = make_dataset(args.out, config)
         rate = f", {summary['clips_per_min']:.1f} clips/min" if summary["clips_per_min"] else ""
         print(f"{args.out}: {summary['clips']} clips ({summary['rendered']} rendered, {summary['skipped']} kept)"

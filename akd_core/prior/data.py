@@ -84,6 +84,9 @@ class DataConfig:
             raise ConfigError(f"--frames must be >= 2, got {self.frames}")
         if self.width < 8 or self.height < 8:
             raise ConfigError(f"--size must be at least 8 x 8 pixels, got {self.width} x {self.height}")
+        for name in ("orbit_fraction", "blur_fraction", "standing_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
 
 
 # ----------------------------------------------------------------------------- one clip's recipe

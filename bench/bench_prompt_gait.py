@@ -1,0 +1,95 @@
+"""Prompt -> gait through SDS with a trained prior (issue 18's second clause).
+
+For each prompt and seed, `akd distill` runs with the model folder's prior (CogVideoX code path, the folder's
+VAE, transformer, tokenizer and text encoder) from a neutral start (``--init standing`` or ``constant``), then
+the distilled clip is classified by :func:`akd_core.gait_classify.classify_gait` and its root displacement along
+the start heading is measured. Prints one row per run and, per prompt, how many seeds gave the asked gait; the
+criterion is >= 2 of 3 correct per prompt and a root that moves forward.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prompt_gait.py [MODEL_DIR] [--seeds 0 1 2]
+        [--iterations 300] [--init standing|constant] [--out runs/prompt_gait] [--guidance-scale G]
+
+MODEL_DIR defaults to the shipped prior (``akd_core.prior.default``). Runs already finished under --out are
+re-read, not re-run (delete the folder to start over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from akd_core.distill import stage_distill  # noqa: E402
+from akd_core.motion import Motion  # noqa: E402
+from akd_core.robot import load_robot  # noqa: E402
+from akd_core.rundir import RunDir  # noqa: E402
+
+PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding"}
+
+
+def forward_displacement(motion: Motion) -> float:
+    """Root displacement (m) along the clip's initial heading, first frame to last."""
+    x, y, z, w = (float(v) for v in motion.root_quat[0])
+    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    delta = motion.root_pos[-1, :2] - motion.root_pos[0, :2]
+    return float(delta[0] * np.cos(yaw) + delta[1] * np.sin(yaw))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, nargs="?", default=None)
+    parser.add_argument("--out", type=Path, default=Path("runs/prompt_gait"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--iterations", type=int, default=300)
+    parser.add_argument("--init", choices=("standing", "constant"), default="standing")
+    parser.add_argument("--guidance-scale", type=float, default=None)
+    parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    args = parser.parse_args()
+    robot = load_robot("quadruped")
+    overrides = {"video_every": 0}
+    rows = []
+    for gait in args.gaits:
+        for seed in args.seeds:
+            run = RunDir(args.out / f"{gait}_seed{seed}", create=True)
+            tic = time.perf_counter()
+            done = run.stage("distill").get("status") == "done"
+            if not done:
+                prior_args = None
+                if args.guidance_scale is not None:
+                    prior_args = argparse.Namespace(prior="cogvideox", video_model=args.model,
+                                                    guidance_scale=args.guidance_scale, prior_dtype=None,
+                                                    prior_frames=None, prior_height=None, prior_width=None,
+                                                    vae_tiling=False)
+                stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
+                              video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
+                              prior_args=prior_args, config_overrides=overrides)
+            metrics = run.stage("distill").get("metrics", {})
+            motion = Motion.load(run.file("reference.npz"), robot)
+            rows.append({"asked": gait, "seed": seed, "got": metrics.get("gait_class"),
+                         "confidence": metrics.get("gait_confidence"),
+                         "forward_m": round(forward_displacement(motion), 3),
+                         "seconds": None if done else round(time.perf_counter() - tic)})
+            print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{'asked':6s} {'seed':>4s} {'classified':10s} {'conf':>5s} {'forward m':>9s}")
+    for r in rows:
+        print(f"{r['asked']:6s} {r['seed']:4d} {str(r['got']):10s} {r['confidence'] or 0:5.2f} {r['forward_m']:9.3f}")
+    met = True
+    for gait in args.gaits:
+        mine = [r for r in rows if r["asked"] == gait]
+        correct = sum(r["got"] == gait for r in mine)
+        forward = sum(r["forward_m"] > 0 for r in mine)
+        ok = correct >= (2 * len(mine) + 2) // 3 and forward == len(mine)
+        met &= ok
+        print(f"{gait}: {correct}/{len(mine)} classified {gait}, {forward}/{len(mine)} move forward -> "
+              f"{'ok' if ok else 'NOT MET'}")
+    print(f"criterion (>= 2 of 3 per prompt, root forward): {'MET' if met else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
