@@ -7,10 +7,14 @@ rotation vector (F, 3) applied on top of the initial orientation). Each iteratio
     -> differentiable splatting over a checkerboard ground (akd_core.render)
     -> VAE encode + SDS gradient of the prior (akd_core.prior)
 
-    L = L_SDS + lambda_smooth * L_smooth + lambda_ground * L_ground
+    L = L_SDS + lambda_smooth * L_smooth + lambda_ground * L_ground + lambda_float * L_float
 
 L_smooth is the mean absolute temporal Laplacian of all parameters; L_ground the mean depth of
-link-geometry corners below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
+link-geometry corners below z = 0. L_float (AKD's, not the paper's) is the mean over frames of how far the
+lowest corner is above ``float_clearance``: a body that leaves the ground for the whole clip pays for it, a
+gait's short flight phases little. Without it a weak prior (the tiny CPU one) lets SDS lift the root steadily:
+with the follow camera a rising body only moves the ground in the frame, and the paper's L_ground only
+penalises going below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
 half (the prior's TimestepSchedule). Joint angles are projected into the URDF limits after every
 Adam step. Checkpoints (parameters, optimiser and RNG state) make a killed run resume exactly.
 
@@ -56,6 +60,8 @@ class DistillConfig:
     lr_root: float = 5e-3
     lambda_smooth: float = 2e5  # paper
     lambda_ground: float = 1e7  # paper
+    lambda_float: float = 1e6  # AKD: keeps the body on the ground (0: the paper's objective)
+    float_clearance: float = 0.0  # metres the lowest corner may sit above z = 0 for free
     sds_weight: float = 1.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
@@ -157,6 +163,11 @@ def smoothness_loss(params: Tensor) -> Tensor:
 def ground_loss(corner_z: Tensor) -> Tensor:
     """Mean over geometry corners and frames of max(-height, 0)."""
     return torch.relu(-corner_z).mean()
+
+
+def float_loss(corner_z: Tensor, clearance: float = 0.0) -> Tensor:
+    """Mean over frames of max(lowest corner height - clearance, 0): corner_z (F, K) -> scalar."""
+    return torch.relu(corner_z.min(dim=-1).values - clearance).mean()
 
 
 # ----------------------------------------------------------------------------- rendering the clip
@@ -342,13 +353,16 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             prior.set_view(view)
             sds, info = prior.sds_loss(video, iteration, config.iterations, generator)
             smooth = smoothness_loss(params.all_params())
-            ground = ground_loss(renderer.corners_z(link_pos, link_rot))
-            loss = config.sds_weight * sds + config.lambda_smooth * smooth + config.lambda_ground * ground
+            corner_z = renderer.corners_z(link_pos, link_rot)
+            ground = ground_loss(corner_z)
+            floating = float_loss(corner_z, config.float_clearance)
+            loss = (config.sds_weight * sds + config.lambda_smooth * smooth + config.lambda_ground * ground
+                    + config.lambda_float * floating)
             loss.backward()
             optimizer.step()
             params.project_to_limits()
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
-                   "ground": ground.item(), "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
+                   "ground": ground.item(), "float": floating.item(), "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
                             t=row["timestep"])
@@ -403,7 +417,8 @@ def _view(config: DistillConfig) -> tuple[float, float, float]:
 
 def _write_losses(path: Path, history: list[dict[str, float]]) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(history[0].keys()))
+        fields = list(dict.fromkeys(k for row in history for k in row))  # rows of an older checkpoint lack new keys
+        writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(history)
 
@@ -560,6 +575,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from RUN/distill/checkpoint.pt")
     parser.add_argument("--lambda-smooth", type=float, default=None)
     parser.add_argument("--lambda-ground", type=float, default=None)
+    parser.add_argument("--lambda-float", type=float, default=None,
+                        help="weight of the lowest point's height above the ground (default 1e6; 0: the paper's "
+                             "objective, which lets a weak prior lift the body off the ground)")
     parser.add_argument("--n-gaussians", type=int, default=None)
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
@@ -580,6 +598,7 @@ def cli(args: argparse.Namespace) -> int:
     if args.resume and not run.file("distill").joinpath(CHECKPOINT).exists():
         raise RunDirError(f"--resume: no checkpoint in {run.file('distill')}; start without --resume")
     overrides = {k: v for k, v in (("lambda_smooth", args.lambda_smooth), ("lambda_ground", args.lambda_ground),
+                                   ("lambda_float", args.lambda_float),
                                    ("n_gaussians", args.n_gaussians), ("width", args.width),
                                    ("height", args.height), ("backend", args.backend), ("camera", args.camera),
                                    ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),
