@@ -11,8 +11,8 @@ rotation vector (F, 3) applied on top of the initial orientation). Each iteratio
 
 L_smooth is the mean absolute temporal Laplacian of all parameters; L_ground the mean depth of
 link-geometry corners below z = 0. L_float (AKD's, not the paper's) is the mean over frames of how far the
-lowest corner is above ``float_clearance``: a body that leaves the ground for the whole clip pays for it, a
-gait's short flight phases little. Without it a weak prior (the tiny CPU one) lets SDS lift the root steadily:
+lowest corner is above ``float_clearance`` (2 cm): a body that leaves the ground pays for it, one on the ground
+(or in a short flight phase) nothing. Without it a weak prior (the tiny CPU one) lets SDS lift the root steadily:
 with the follow camera a rising body only moves the ground in the frame, and the paper's L_ground only
 penalises going below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
 half (the prior's TimestepSchedule). Joint angles are projected into the URDF limits after every
@@ -61,7 +61,9 @@ class DistillConfig:
     lambda_smooth: float = 2e5  # paper
     lambda_ground: float = 1e7  # paper
     lambda_float: float = 1e6  # AKD: keeps the body on the ground (0: the paper's objective)
-    float_clearance: float = 0.0  # metres the lowest corner may sit above z = 0 for free
+    # metres the lowest corner may sit above z = 0 for free: the term stays silent while the body is on the ground
+    # (a strong term that is always active fills Adam's second moments and stalls the SDS steps of the legs)
+    float_clearance: float = 0.02
     sds_weight: float = 1.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
