@@ -108,6 +108,22 @@ def test_oracle_recovers_the_trot_through_the_shipped_vae(tmp_path):
     assert metrics["final_joint_err_rad"] < 0.1, metrics
 
 
-def test_the_shipped_folder_is_installed_with_the_package():
-    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
-    assert "models" in setup and DEFAULT_MODEL_NAME in "".join(p.name for p in SHIPPED.parent.iterdir())
+def test_the_shipped_folder_is_installed_with_the_package(monkeypatch):
+    """setup.py's data_files put every file of the folder under share/akd/models/akd-gaits-tiny/ with its layout,
+    the second place akd_core.prior.default looks (an installed package has no source tree)."""
+    import runpy
+
+    import setuptools
+
+    captured = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    runpy.run_path(str(repo / "setup.py"), run_name="__main__")
+    installed = {f"{dest}/{Path(src).name}": src for dest, srcs in captured["data_files"] for src in srcs}
+    for path in SHIPPED.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(SHIPPED).as_posix()
+            assert installed.get(f"share/akd/models/{DEFAULT_MODEL_NAME}/{rel}") == \
+                path.relative_to(repo).as_posix(), rel
+    assert MODELS_DIRS[1].parts[-3:] == ("share", "akd", "models")
