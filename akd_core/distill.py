@@ -98,6 +98,9 @@ class DistillConfig:
         lo, hi = self.camera_elevation_range
         if not -89.0 <= lo <= hi <= 89.0:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
+        if self.lambda_float < 0 or self.float_clearance < 0:
+            raise ConfigError(f"--lambda-float and float_clearance must be >= 0, got {self.lambda_float}, "
+                              f"{self.float_clearance}")
         if self.blur_px < 0 or not 0.0 < self.blur_until <= 1.0:
             raise ConfigError(f"blur_px must be >= 0 and blur_until in (0, 1], got {self.blur_px}, {self.blur_until}")
         if not 0.0 < self.lr_final <= 1.0 or not 0.0 <= self.lr_decay_start < 1.0:
@@ -364,7 +367,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             optimizer.step()
             params.project_to_limits()
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
-                   "ground": ground.item(), "float": floating.item(), "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
+                   "ground": ground.item(), "float": floating.item(), "timestep": int(info.get("timestep", -1)),
+                   "blur_px": view.blur_px}
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
                             t=row["timestep"])

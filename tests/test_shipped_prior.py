@@ -14,11 +14,11 @@ import torch
 
 from akd_core.distill import DistillConfig, fit_clip, render_motion, stage_distill
 from akd_core.gait import generate_gait
-from akd_core.prompt import spec_from_prompt
 from akd_core.prior import describe_model_folder
 from akd_core.prior.cogvideox import CogVideoXPrior
 from akd_core.prior.default import DEFAULT_MODEL_NAME, MODELS_DIRS
 from akd_core.prior.tiny import make_tiny_prior
+from akd_core.prompt import spec_from_prompt
 from akd_core.robot import load_robot
 from akd_core.rundir import RunDir
 
