@@ -95,6 +95,24 @@ def test_camera_and_blur_fractions_from_the_command_line():
         DataConfig(orbit_fraction=1.5)
 
 
+def test_heading_spread_keeps_the_body_near_distills_start_heading():
+    """`--heading-spread 15`: every clip starts within 15 deg of +x (distill's heading), so the follow camera sees
+    the legs from distill's side; the default (180) draws any direction, exactly as sets made before the option."""
+    from akd_core.cli import build_parser
+
+    args = build_parser("prior").parse_args(["prior", "data", "--out", "x", "--heading-spread", "15"])
+    assert args.heading_spread == 15.0
+    side = [clip_recipe(DataConfig(clips=300, heading_spread_deg=15.0), i) for i in range(300)]
+    anyway = [clip_recipe(DataConfig(clips=300), i) for i in range(300)]
+    assert max(abs(r["heading"]) for r in side) <= np.radians(15.0)
+    assert max(abs(r["heading"]) for r in anyway) > np.radians(170.0)
+    # the same stream value scaled: the motions and all other choices are unchanged
+    assert all(abs(a["heading"] * 12.0 - b["heading"]) < 1e-12 for a, b in zip(side, anyway))
+    assert [{**a, "heading": 0} for a in side] == [{**b, "heading": 0} for b in anyway]
+    with pytest.raises(ConfigError, match="--heading-spread must be in"):
+        DataConfig(heading_spread_deg=200.0)
+
+
 def _params(folder) -> dict[str, torch.Tensor]:
     return torch.load(folder / "checkpoints" / "vae.pt", map_location="cpu", weights_only=False)["model"]
 

@@ -191,6 +191,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "(0: every clip as `akd distill` looks at it by default)")
     data.add_argument("--blur-fraction", type=float, default=0.4,
                       help="clips rendered with distill's coarse-to-fine blur (0 to max 4 px)")
+    data.add_argument("--heading-spread", type=float, default=180.0, metavar="DEG",
+                      help="initial body headings drawn within +-DEG of +x, distill's start heading (180: any "
+                           "direction; e.g. 15 with --orbit-fraction 0: the legs always from distill's side view)")
     tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
                                           "clips: --stage vae, then --stage transformer (checkpoints, --resume)")
     tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
@@ -258,7 +261,8 @@ def cli(args: argparse.Namespace) -> int:
 
         config = DataConfig(clips=args.clips, seed=args.seed, frames=args.frames, width=args.size[0],
                             height=args.size[1], n_gaussians=args.n_gaussians, backend=args.backend,
-                            orbit_fraction=args.orbit_fraction, blur_fraction=args.blur_fraction)
+                            orbit_fraction=args.orbit_fraction, blur_fraction=args.blur_fraction,
+                            heading_spread_deg=args.heading_spread)
         summary = make_dataset(args.out, config)
         rate = f", {summary['clips_per_min']:.1f} clips/min" if summary["clips_per_min"] else ""
         print(f"{args.out}: {summary['clips']} clips ({summary['rendered']} rendered, {summary['skipped']} kept)"

@@ -76,6 +76,9 @@ class DataConfig:
     blur_fraction: float = 0.4
     max_blur_px: float = 4.0
     standing_fraction: float = 1.0 / 6.0
+    # initial body yaw drawn from +-this around +x, the heading `akd distill` starts from (180: any direction, so
+    # the follow camera sees the body from every side; a small spread keeps distill's side view of the legs)
+    heading_spread_deg: float = 180.0
 
     def __post_init__(self) -> None:
         if self.clips < 1:
@@ -87,6 +90,8 @@ class DataConfig:
         for name in ("orbit_fraction", "blur_fraction", "standing_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
+        if not 0.0 <= self.heading_spread_deg <= 180.0:
+            raise ConfigError(f"--heading-spread must be in [0, 180] degrees, got {self.heading_spread_deg}")
 
 
 # ----------------------------------------------------------------------------- one clip's recipe
@@ -112,6 +117,7 @@ def _quat_yaw(q: np.ndarray) -> float:
 def clip_recipe(config: DataConfig, index: int) -> dict[str, Any]:
     """The random choices of clip ``index`` (from its own stream (seed, index)): gait, speed level, heading, ..."""
     rng = np.random.default_rng([config.seed, index])
+    spread = math.radians(config.heading_spread_deg)  # radians(180) == pi: the sets made before the option agree
     standing = rng.random() < config.standing_fraction
     gait = "standing" if standing else str(rng.choice(GAITS[:-1]))
     recipe: dict[str, Any] = {
@@ -119,7 +125,7 @@ def clip_recipe(config: DataConfig, index: int) -> dict[str, Any]:
         "speed_level": float(rng.choice(SPEED_LEVELS)),  # of the pattern's Froude range (0 slow, 1 fast)
         "frequency_scale": float(rng.choice(FREQUENCY_SCALES)),  # x the gait library's cadence for that speed
         "turn_rate": float(rng.choice(TURN_RATES)),  # rad/s, + = left
-        "heading": float(rng.uniform(-math.pi, math.pi)),  # initial yaw of the body in the world
+        "heading": float(rng.uniform(-spread, spread)),  # initial yaw of the body in the world
         "start": float(rng.uniform(0.0, 1.0)),  # fraction of the bank clip's latest start (0: the ramp from rest)
         "camera": "orbit" if rng.random() < config.orbit_fraction else "follow",
         "azimuth_deg": float(rng.uniform(-180.0, 180.0)),
@@ -290,7 +296,7 @@ def make_dataset(out: str | Path, config: DataConfig, progress: bool = True) -> 
     cfg_path = out / CONFIG
     cfg_dict = asdict(config)
     if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
+        old = {**asdict(DataConfig()), **json.loads(cfg_path.read_text())}  # keys added later: their defaults
         differ = {k: (old.get(k), v) for k, v in cfg_dict.items() if k != "clips" and old.get(k) != v}
         if differ:
             raise ConfigError(f"{out} holds clips made with other settings {differ} (old, new); use another --out "
