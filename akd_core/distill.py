@@ -485,6 +485,9 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
     run_config = {"prior": prior, "video_model": str(video_model) if video_model else None, "init": init,
                   "target": str(target) if target else None,
                   "oracle_space": oracle_space if prior == "oracle" else None, **asdict(config)}
+    if prior_args is not None and prior != "oracle":
+        run_config.update(guidance_scale=prior_args.guidance_scale,
+                          negative_prompt=getattr(prior_args, "negative_prompt", "") or "")
     run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
     with run.running_stage("distill", run_config) as metrics:
         robot.to_urdf(run.file(ROBOT_URDF))

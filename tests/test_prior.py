@@ -256,6 +256,30 @@ def test_make_prior_cogvideox_uses_the_folder_and_keeps_the_encoder_on_request(t
     assert prior.prompt == "a humanoid running" and not torch.allclose(before, prior.cond_embeds)
 
 
+def test_negative_prompt_from_the_command_line_is_the_pipelines_negative_embedding(tiny_folder):
+    import argparse
+
+    from diffusers import CogVideoXPipeline
+
+    from akd_core.prior import add_prior_arguments, make_prior_from_args
+
+    parser = argparse.ArgumentParser()
+    add_prior_arguments(parser)
+    args = parser.parse_args(["--prior", "cogvideox", "--video-model", str(tiny_folder),
+                              "--guidance-scale", "12", "--negative-prompt", "a cat sitting"])  # fmt: skip
+    prior = make_prior_from_args(args, PROMPT)
+    pipe = CogVideoXPipeline.from_pretrained(tiny_folder, local_files_only=True)
+    cond, negative = pipe.encode_prompt(PROMPT, negative_prompt="a cat sitting", do_classifier_free_guidance=True,
+                                        max_sequence_length=16)  # fmt: skip
+    _, empty = pipe.encode_prompt(PROMPT, do_classifier_free_guidance=True, max_sequence_length=16)
+    assert prior.guidance_scale == 12.0
+    torch.testing.assert_close(prior.cond_embeds, cond)
+    torch.testing.assert_close(prior.uncond_embeds, negative)
+    assert not torch.allclose(negative, empty)  # the negative prompt replaced CFG's empty prompt
+    plain = make_prior_from_args(parser.parse_args(["--prior", "cogvideox", "--video-model", str(tiny_folder)]), PROMPT)
+    torch.testing.assert_close(plain.uncond_embeds, empty)
+
+
 def test_missing_model_folder_names_the_expected_layout(tmp_path):
     with pytest.raises(DependencyError) as err:
         CogVideoXPrior.from_pretrained(tmp_path / "nope", PROMPT, device="cpu")

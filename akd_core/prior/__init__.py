@@ -112,6 +112,8 @@ def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video-model", type=Path, default=None, metavar="DIR",
                         help="local diffusers CogVideoX folder (never downloaded)")  # fmt: skip
     parser.add_argument("--guidance-scale", type=float, default=100.0, help="classifier-free guidance scale")
+    parser.add_argument("--negative-prompt", default="", metavar="TEXT",
+                        help="the prompt guidance steers away from (default: the empty prompt, plain CFG)")  # fmt: skip
     parser.add_argument("--prior-frames", type=int, default=None, help="frames fed to the VAE (8n+1)")
     parser.add_argument("--prior-height", type=int, default=None, help="prior input height in pixels")
     parser.add_argument("--prior-width", type=int, default=None, help="prior input width in pixels")
@@ -127,7 +129,8 @@ def make_prior_from_args(
     device, dtype = default_device_dtype()
     if args.prior_dtype is not None:
         dtype = DTYPES[args.prior_dtype]
-    opts: dict[str, Any] = {"guidance_scale": args.guidance_scale}
+    opts: dict[str, Any] = {"guidance_scale": args.guidance_scale,
+                            "negative_prompt": getattr(args, "negative_prompt", "") or ""}  # fmt: skip
     for key, value in (("num_frames", args.prior_frames), ("height", args.prior_height), ("width", args.prior_width)):
         if value is not None:
             opts[key] = value
