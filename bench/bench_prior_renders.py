@@ -1,0 +1,87 @@
+"""Which prompt does a video prior find most likely for distill's own render of each gait?
+
+SDS follows the prior's conditional prediction on the renders `akd distill` makes, so this is the check that
+matters for prompt -> gait: a gait-library clip of the built-in quadruped (2 s, resampled to the prior's 8 fps and
+frame count) is rendered exactly as distill renders it (follow camera, azimuth -70, 2000 Gaussians), encoded by
+the folder's VAE, noised at t = 100..800, and the v-prediction error is measured with each gait's prompt. The
+lowest error names the prompt the prior prefers; a prior that has learnt the gaits puts each clip's own prompt
+first. (`bench/bench_prior_captions.py` does the same on held-out training clips.)
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prior_renders.py [MODEL_DIR ...] [--draws 3]
+
+MODEL_DIR defaults to the shipped prior. About 1.5 min per folder on one CPU core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from akd_core.distill import DistillConfig, fit_clip, render_motion  # noqa: E402
+from akd_core.gait import generate_gait  # noqa: E402
+from akd_core.prior.cogvideox import CogVideoXPrior  # noqa: E402
+from akd_core.prior.default import resolve_video_model  # noqa: E402
+from akd_core.prompt import spec_from_prompt  # noqa: E402
+from akd_core.robot import load_robot  # noqa: E402
+
+PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding",
+           "gallop": "a dog galloping", "walk": "a dog walking", "standing": "a dog standing still"}
+CLIPS = ("trot", "pace", "bound", "walk")
+TIMESTEPS = (100, 200, 300, 400, 500, 600, 700, 800)
+
+
+@torch.no_grad()
+def prompt_errors(prior: CogVideoXPrior, video: torch.Tensor, embeds: dict[str, torch.Tensor],
+                  draws: int) -> dict[str, float]:
+    """Mean v-MSE of each prompt over ``draws`` x TIMESTEPS (same posterior sample and noise for every prompt)."""
+    errors: dict[str, list[float]] = {k: [] for k in embeds}
+    for draw in range(draws):
+        z0 = prior.encode(video, generator=torch.Generator().manual_seed(draw))
+        generator = torch.Generator().manual_seed(100 + draw)
+        for t in TIMESTEPS:
+            noise = torch.randn(z0.shape, generator=generator)
+            a = float(prior.alphas_cumprod[t])
+            z_t = a ** 0.5 * z0 + (1 - a) ** 0.5 * noise
+            v = a ** 0.5 * noise - (1 - a) ** 0.5 * z0
+            t_batch = torch.full((1,), t, dtype=torch.long)
+            for key, emb in embeds.items():
+                errors[key].append(float(((prior._transformer_call(z_t, emb, t_batch) - v) ** 2).mean()))
+    return {k: float(np.mean(v)) for k, v in errors.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", type=Path, nargs="*")
+    parser.add_argument("--draws", type=int, default=3, help="posterior / noise draws per timestep")
+    args = parser.parse_args()
+    robot = load_robot("quadruped")
+    for folder in args.models or [resolve_video_model(None)]:
+        prior = CogVideoXPrior.from_pretrained(folder, PROMPTS["trot"], dtype=torch.float32, device="cpu",
+                                               keep_prompt_encoder=True)
+        embeds = {}
+        for key, prompt in PROMPTS.items():
+            prior.set_prompt(prompt)
+            embeds[key] = prior.cond_embeds.clone()
+        print(f"{folder}: v-MSE of distill's render of each gait-library clip, per prompt (lowest first: *)")
+        print(f"{'clip':6s} " + " ".join(f"{k:>8s} " for k in PROMPTS) + " best")
+        correct = 0
+        for gait in CLIPS:
+            motion = generate_gait(robot, spec_from_prompt(PROMPTS[gait], robot)[0], duration=2.0, fps=50.0)
+            clip = fit_clip(motion.resample(8.0), prior.num_frames, 8.0)
+            video, _ = render_motion(robot, clip, DistillConfig(n_gaussians=2000), prior.width, prior.height)
+            errors = prompt_errors(prior, video, embeds, args.draws)
+            best = min(errors, key=errors.get)
+            correct += best == gait
+            print(f"{gait:6s} " + " ".join(f"{errors[k]:8.4f}{'*' if k == best else ' '}"[:9] for k in PROMPTS)
+                  + f"  {best}")
+        print(f"own prompt best for {correct}/{len(CLIPS)} clips")
+
+
+if __name__ == "__main__":
+    main()
