@@ -68,7 +68,7 @@ def main() -> None:
         for key, prompt in PROMPTS.items():
             prior.set_prompt(prompt)
             embeds[key] = prior.cond_embeds.clone()
-        print(f"{folder}: v-MSE of distill's render of each gait-library clip, per prompt (lowest first: *)")
+        print(f"{folder}: v-MSE of distill's render of each gait-library clip, per prompt (* the lowest)")
         print(f"{'clip':6s} " + " ".join(f"{k:>8s} " for k in PROMPTS) + " best")
         correct = 0
         for gait in CLIPS:
@@ -78,7 +78,7 @@ def main() -> None:
             errors = prompt_errors(prior, video, embeds, args.draws)
             best = min(errors, key=errors.get)
             correct += best == gait
-            print(f"{gait:6s} " + " ".join(f"{errors[k]:8.4f}{'*' if k == best else ' '}"[:9] for k in PROMPTS)
+            print(f"{gait:6s} " + " ".join(f"{errors[k]:8.4f}{'*' if k == best else ' '}" for k in PROMPTS)
                   + f"  {best}")
         print(f"own prompt best for {correct}/{len(CLIPS)} clips")
 
