@@ -64,13 +64,8 @@ def main() -> None:
                 total = {c: 0.0 for c in embeds}
                 for t in args.timesteps:
                     noise = torch.randn(z0.shape, generator=generator)
-                    a = float(prior.alphas_cumprod[t])
-                    z_t = a ** 0.5 * z0 + (1 - a) ** 0.5 * noise
-                    v = a ** 0.5 * noise - (1 - a) ** 0.5 * z0
-                    t_batch = torch.full((1,), t, dtype=torch.long)
                     for caption, e in embeds.items():
-                        pred = prior._transformer_call(z_t, e, t_batch)
-                        total[caption] += float(((pred - v) ** 2).mean()) / len(args.timesteps)
+                        total[caption] += prior.v_mse(z0, noise, t, e) / len(args.timesteps)
                 for caption, value in total.items():
                     errors[gait][caption].append(value)
                 guess = min(gaits, key=lambda c: total[c])

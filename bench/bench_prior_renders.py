@@ -46,12 +46,8 @@ def prompt_errors(prior: CogVideoXPrior, video: torch.Tensor, embeds: dict[str, 
         generator = torch.Generator().manual_seed(100 + draw)
         for t in TIMESTEPS:
             noise = torch.randn(z0.shape, generator=generator)
-            a = float(prior.alphas_cumprod[t])
-            z_t = a ** 0.5 * z0 + (1 - a) ** 0.5 * noise
-            v = a ** 0.5 * noise - (1 - a) ** 0.5 * z0
-            t_batch = torch.full((1,), t, dtype=torch.long)
             for key, emb in embeds.items():
-                errors[key].append(float(((prior._transformer_call(z_t, emb, t_batch) - v) ** 2).mean()))
+                errors[key].append(prior.v_mse(z0, noise, t, emb))
     return {k: float(np.mean(v)) for k, v in errors.items()}
 
 

@@ -83,6 +83,7 @@ def test_the_trained_transformer_predicts_v_on_a_render(prior, trot_video):
             t_batch = torch.full((1,), t, dtype=torch.long)
             pred = prior._transformer_call(z_t, prior.cond_embeds, t_batch)
             errors.append(float(((pred - v) ** 2).mean()))
+            assert prior.v_mse(z0, noise, t, prior.cond_embeds) == pytest.approx(errors[-1], rel=1e-5)
     print("v-MSE at t=300/600/900:", np.round(errors, 4))
     assert max(errors) < 0.5, errors
 

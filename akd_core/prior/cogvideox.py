@@ -311,6 +311,17 @@ class CogVideoXPrior(VideoPrior):
         return v[:, extra:]
 
     @torch.no_grad()
+    def v_mse(self, latents: Tensor, noise: Tensor, timestep: int, embeds: Tensor) -> float:
+        """Unguided v-prediction MSE of the prompt ``embeds`` (1, S, D) on z_t = add_noise(latents, noise, t): the
+        diffusion loss that prompt gives the clip (lower: the prompt fits it better). The benches that ask which
+        prompt a model prefers for a clip (bench_prior_captions.py, bench_prior_renders.py) compare these."""
+        sqrt_a, sqrt_1ma = self._alpha(timestep)
+        z_t = (sqrt_a * latents + sqrt_1ma * noise).to(self.device, self.dtype)
+        v = (sqrt_a * noise - sqrt_1ma * latents).to(self.device, self.dtype)
+        t = torch.full((z_t.shape[0],), timestep, device=self.device, dtype=torch.long)
+        return float(((self._transformer_call(z_t, embeds, t) - v).float() ** 2).mean())
+
+    @torch.no_grad()
     def predict_v(self, noisy_latents: Tensor, timestep: int) -> Tensor:
         """Guided v for (1, F', C, h, w), one batched transformer call on [uncond, cond]."""
         z_t = noisy_latents.to(self.device, self.dtype)
