@@ -65,8 +65,9 @@ def pack(args: argparse.Namespace) -> None:
     state = torch.load(checkpoint_path(args.model), map_location="cpu", weights_only=False)
     frames, prompts, index = load_clips(args.data)
     vae = load_frozen_vae(args.model, frames.shape[1])
-    if vae_fingerprint(vae) != state["vae_fingerprint"] or vae_fingerprint(vae) != vae_fingerprint(
-            load_frozen_vae(args.vae, frames.shape[1])):
+    fingerprint = vae_fingerprint(vae)
+    gpu_vae = vae_fingerprint(load_frozen_vae(args.vae, frames.shape[1]))  # the VAE `train` will encode with
+    if fingerprint != state["vae_fingerprint"] or fingerprint != gpu_vae:
         sys.exit(f"the VAE of {args.model} is not the checkpoint's or {args.vae}'s: the GPU would encode differently")
     config = TransformerTrainConfig(**state["config"])
     tokenizer, text_encoder = build_text_encoder(config, list(state["tokenizer_words"]))
