@@ -8,13 +8,18 @@ rotation vector (F, 3) applied on top of the initial orientation). Each iteratio
     -> VAE encode + SDS gradient of the prior (akd_core.prior)
 
     L = L_SDS + lambda_smooth * L_smooth + lambda_ground * L_ground + lambda_float * L_float
+        + lambda_skate * L_skate
 
 L_smooth is the mean absolute temporal Laplacian of all parameters; L_ground the mean depth of
 link-geometry corners below z = 0. L_float (AKD's, not the paper's) is the mean over frames of how far the
 lowest corner is above ``float_clearance`` (2 cm): a body that leaves the ground pays for it, one on the ground
 (or in a short flight phase) nothing. Without it a weak prior (the tiny CPU one) lets SDS lift the root steadily:
 with the follow camera a rising body only moves the ground in the frame, and the paper's L_ground only
-penalises going below z = 0. The timestep upper bound anneals 0.98 -> 0.5 over the first
+penalises going below z = 0. L_skate (AKD's too) is the mean horizontal speed (m/s) of the feet's contact points,
+each frame pair weighted by how close the foot is to the ground (a sigmoid of its height, 1 at z = 0, 1/2 at
+``skate_height``, 2 cm; the weight itself carries no gradient): a foot on the ground must not slide. Without it
+the prior can move the body forward with the feet gliding along, a clip no physics tracker can follow; with it
+the only way forward is to step. The timestep upper bound anneals 0.98 -> 0.5 over the first
 half (the prior's TimestepSchedule). Joint angles are projected into the URDF limits after every
 Adam step. Checkpoints (parameters, optimiser and RNG state) make a killed run resume exactly.
 
@@ -64,6 +69,8 @@ class DistillConfig:
     # metres the lowest corner may sit above z = 0 for free: the term stays silent while the body is on the ground
     # (a strong term that is always active fills Adam's second moments and stalls the SDS steps of the legs)
     float_clearance: float = 0.02
+    lambda_skate: float = 0.0  # AKD: mean speed (m/s) of feet near the ground (0: off, the paper's objective)
+    skate_height: float = 0.02  # m: a foot this high counts half as in contact (the stance threshold of reference.npz)
     sds_weight: float = 1.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
@@ -98,6 +105,9 @@ class DistillConfig:
         lo, hi = self.camera_elevation_range
         if not -89.0 <= lo <= hi <= 89.0:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
+        if self.lambda_skate < 0 or self.skate_height <= 0:
+            raise ConfigError(f"--lambda-skate must be >= 0 and skate_height > 0, got {self.lambda_skate}, "
+                              f"{self.skate_height}")
         if self.lambda_float < 0 or self.float_clearance < 0:
             raise ConfigError(f"--lambda-float and float_clearance must be >= 0, got {self.lambda_float}, "
                               f"{self.float_clearance}")
@@ -175,6 +185,23 @@ def float_loss(corner_z: Tensor, clearance: float = 0.0) -> Tensor:
     return torch.relu(corner_z.min(dim=-1).values - clearance).mean()
 
 
+def skate_loss(feet: Tensor, fps: float, contact_height: float = 0.02, softness: float | None = None) -> Tensor:
+    """Mean horizontal speed (m/s) of feet on the ground: feet (F, K, 3) contact points -> scalar.
+
+    Each frame pair (i, i+1) and foot is weighted by sigmoid((contact_height - z) / softness) at the pair's mean
+    height z (detached: lifting a foot is not a way to lower the loss, only not sliding it is); softness defaults
+    to contact_height / 4, so a foot on the ground weighs 0.98 and one 2 x contact_height up 0.02.
+    """
+    if feet.shape[0] < 2 or feet.shape[1] == 0:
+        return feet.sum() * 0.0
+    softness = contact_height / 4.0 if softness is None else softness
+    step = feet[1:, :, :2] - feet[:-1, :, :2]
+    speed = torch.sqrt((step * step).sum(-1) + 1e-12) * fps  # (F-1, K); smooth at zero
+    height = 0.5 * (feet[1:, :, 2] + feet[:-1, :, 2]).detach()
+    weight = torch.sigmoid((contact_height - height) / softness)
+    return (weight * speed).mean()
+
+
 # ----------------------------------------------------------------------------- rendering the clip
 @dataclass(frozen=True)
 class RenderView:
@@ -204,6 +231,13 @@ class ClipRenderer:
         idx, pts = geometry_corners(robot)
         self.corner_idx = torch.as_tensor(idx)
         self.corner_pts = torch.as_tensor(pts, dtype=torch.float32)
+        self.foot_idx = torch.zeros(0, dtype=torch.long)
+        self.foot_pts = torch.zeros(0, 3)
+
+    def set_feet(self, names: list[str], offsets: np.ndarray) -> None:
+        """The feet whose contact points (link-frame ``offsets`` (K, 3)) :meth:`feet` returns."""
+        self.foot_idx = torch.as_tensor([self.robot.link_index(n) for n in names], dtype=torch.long)
+        self.foot_pts = torch.as_tensor(np.asarray(offsets, dtype=np.float32).reshape(len(names), 3))
 
     def link_poses(self, params: MotionParameters) -> tuple[Tensor, Tensor]:
         root_quat = _matrix_to_quat_xyzw(params.root_rot())
@@ -238,6 +272,10 @@ class ClipRenderer:
 
     def corners_z(self, link_pos: Tensor, link_rot: Tensor) -> Tensor:
         return ForwardKinematics.transform_points(link_pos, link_rot, self.corner_idx, self.corner_pts)[..., 2]
+
+    def feet(self, link_pos: Tensor, link_rot: Tensor) -> Tensor:
+        """(F, K, 3) world contact points of the feet given to :meth:`set_feet` (K = 0 before)."""
+        return ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, self.foot_pts)
 
 
 def _matrix_to_quat_xyzw(rot: Tensor) -> Tensor:
@@ -301,6 +339,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
     width = config.width or prior.width
     height = config.height or prior.height
     renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
+    foot_names, foot_offsets = clip_feet(robot, init)
+    renderer.set_feet(foot_names, foot_offsets)
     params = MotionParameters(init, robot)
     optimizer = torch.optim.Adam([
         {"params": [params.joint_pos], "lr": config.lr_joint},
@@ -361,13 +401,14 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             corner_z = renderer.corners_z(link_pos, link_rot)
             ground = ground_loss(corner_z)
             floating = float_loss(corner_z, config.float_clearance)
+            skate = skate_loss(renderer.feet(link_pos, link_rot), config.video_fps, config.skate_height)
             loss = (config.sds_weight * sds + config.lambda_smooth * smooth + config.lambda_ground * ground
-                    + config.lambda_float * floating)
+                    + config.lambda_float * floating + config.lambda_skate * skate)
             loss.backward()
             optimizer.step()
             params.project_to_limits()
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
-                   "ground": ground.item(), "float": floating.item(), "timestep": int(info.get("timestep", -1)),
+                   "ground": ground.item(), "float": floating.item(), "skate": skate.item(), "timestep": int(info.get("timestep", -1)),
                    "blur_px": view.blur_px}
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
@@ -385,7 +426,7 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
         rot = params.root_rot()
         motion = Motion(fps=init.fps, joint_names=robot.joint_names, joint_pos=params.joint_pos.numpy().copy(),
                         root_pos=params.root_pos.numpy().copy(), root_quat=_matrix_to_quat_xyzw(rot).numpy(),
-                        foot_names=init.foot_names, foot_offsets=init.foot_offsets, prompt=init.prompt)
+                        foot_names=foot_names, foot_offsets=foot_offsets, prompt=init.prompt)
     return DistillResult(motion=motion, history=history, iterations_run=stop - start)
 
 
@@ -436,6 +477,22 @@ def _write_video(path: Path, video: Tensor, fps: float) -> None:
 
 
 # ----------------------------------------------------------------------------- contacts of the result
+def clip_feet(robot: Robot, clip: Motion) -> tuple[list[str], np.ndarray]:
+    """The feet of a clip: its own ``foot_names`` / ``foot_offsets``, else the robot's detected legs (none for a
+    robot without legs, e.g. an arm: then L_skate is zero and the distilled clip has no feet)."""
+    if clip.foot_names:
+        return list(clip.foot_names), np.asarray(clip.foot_offsets, dtype=np.float64).reshape(-1, 3)
+    from .errors import AKDError
+    from .legs import find_legs
+
+    try:
+        legs = find_legs(robot)
+    except AKDError as exc:
+        log.info("no feet for the skate term and the stance flags: %s", exc)
+        return [], np.zeros((0, 3))
+    return [leg.foot_link for leg in legs], np.array([leg.foot_offset for leg in legs], dtype=np.float64).reshape(-1, 3)
+
+
 def contacts_from_heights(robot: Robot, motion: Motion, threshold: float = 0.02) -> np.ndarray:
     """(F, K) stance flags: a foot is in contact when its contact point is within ``threshold`` of the ground."""
     if not motion.foot_names:
@@ -587,6 +644,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lambda-float", type=float, default=None,
                         help="weight of the lowest point's height above the ground (default 1e6; 0: the paper's "
                              "objective, which lets a weak prior lift the body off the ground)")
+    parser.add_argument("--lambda-skate", type=float, default=None,
+                        help="weight of the feet's sliding speed while on the ground (m/s; default 0: off, the "
+                             "paper's objective)")
     parser.add_argument("--n-gaussians", type=int, default=None)
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
@@ -607,7 +667,7 @@ def cli(args: argparse.Namespace) -> int:
     if args.resume and not run.file("distill").joinpath(CHECKPOINT).exists():
         raise RunDirError(f"--resume: no checkpoint in {run.file('distill')}; start without --resume")
     overrides = {k: v for k, v in (("lambda_smooth", args.lambda_smooth), ("lambda_ground", args.lambda_ground),
-                                   ("lambda_float", args.lambda_float),
+                                   ("lambda_float", args.lambda_float), ("lambda_skate", args.lambda_skate),
                                    ("n_gaussians", args.n_gaussians), ("width", args.width),
                                    ("height", args.height), ("backend", args.backend), ("camera", args.camera),
                                    ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),

@@ -29,8 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import stage_distill  # noqa: E402
+from akd_core.distill import clip_feet, stage_distill  # noqa: E402
 from akd_core.gait_classify import classify_gait  # noqa: E402
+from akd_core.metrics import motion_metrics  # noqa: E402
 from akd_core.motion import Motion  # noqa: E402
 from akd_core.robot import load_robot  # noqa: E402
 from akd_core.rundir import RunDir  # noqa: E402
@@ -46,6 +47,18 @@ def forward_displacement(motion: Motion) -> float:
     return float(delta[0] * np.cos(yaw) + delta[1] * np.sin(yaw))
 
 
+def foot_skate(robot, motion: Motion) -> float:
+    """Mean horizontal speed (m/s) of the feet's contact points while on the ground (contact point below
+    metrics.CONTACT_HEIGHT_M; the robot's detected feet when the clip names none)."""
+    names, offsets = clip_feet(robot, motion)
+    return float(motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
+                                names, offsets, None)["foot_skate_mps"])
+
+
+def _frac(value: float | None) -> str:
+    return f"{value:6.2f}" if value is not None else f"{'-':>6s}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", default=None)
@@ -57,9 +70,13 @@ def main() -> None:
     parser.add_argument("--negative-prompt", default=None,
                         help="the prompt CFG steers away from (default: the empty prompt)")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    parser.add_argument("--lambda-skate", type=float, default=None,
+                        help="weight of distill's foot-sliding term (default: DistillConfig's)")
     args = parser.parse_args()
     robot = load_robot("quadruped")
     overrides = {"video_every": 0}
+    if args.lambda_skate is not None:
+        overrides["lambda_skate"] = args.lambda_skate
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:
@@ -85,13 +102,16 @@ def main() -> None:
                          "forward_m": round(forward_displacement(motion), 3),
                          "foot_swing_cm": round(100 * float(np.mean(list(swing.values()))), 2) if swing else 0.0,
                          "joint_std_rad": round(float(motion.joint_pos.std(axis=0).mean()), 4),
+                         "skate_mps": round(foot_skate(robot, motion), 3),
+                         "cop_inside": metrics.get("cop_inside_frac"), "flight": metrics.get("flight_frac"),
                          "seconds": None if done else round(time.perf_counter() - tic)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'asked':6s} {'seed':>4s} {'classified':10s} {'conf':>5s} {'forward m':>9s} {'foot swing cm':>13s} "
-          f"{'joint std rad':>13s}")
+          f"{'joint std rad':>13s} {'skate m/s':>9s} {'CoP in':>6s} {'flight':>6s}")
     for r in rows:
         print(f"{r['asked']:6s} {r['seed']:4d} {str(r['got']):10s} {r['confidence'] or 0:5.2f} {r['forward_m']:9.3f} "
-              f"{r['foot_swing_cm']:13.2f} {r['joint_std_rad']:13.4f}")
+              f"{r['foot_swing_cm']:13.2f} {r['joint_std_rad']:13.4f} {r['skate_mps']:9.3f} {_frac(r['cop_inside'])} "
+              f"{_frac(r['flight'])}")
     met = True
     for gait in args.gaits:
         mine = [r for r in rows if r["asked"] == gait]

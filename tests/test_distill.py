@@ -15,6 +15,7 @@ from akd_core.distill import (
     ground_loss,
     render_motion,
     rotvec_to_matrix,
+    skate_loss,
     smoothness_loss,
     stage_distill,
 )
@@ -62,6 +63,48 @@ def test_float_term_brings_a_lifted_body_back_to_the_ground():
     print("L_float after 40 iterations:", lowest)
     assert lowest["paper"] > 0.10 - DistillConfig.float_clearance - 0.005
     assert lowest["akd"] < 0.005
+
+
+def test_skate_loss_is_the_mean_speed_of_feet_on_the_ground():
+    fps = 10.0
+    t = torch.arange(5.0)[:, None]
+    planted = torch.stack([torch.full((5, 1), 0.3), torch.zeros(5, 1), torch.zeros(5, 1)], -1)  # (F, K=1, 3)
+    sliding = torch.stack([0.05 * t, 0.0 * t, 0.0 * t], -1)  # 0.05 m per frame at 10 fps: 0.5 m/s on the ground
+    lifted = sliding + torch.tensor([0.0, 0.0, 0.10])  # the same slide 10 cm up: a swing, not a slide
+    assert float(skate_loss(planted, fps)) == pytest.approx(0.0, abs=1e-5)
+    # weight sigmoid((0.02 - 0) / 0.005) = 0.982 on the ground, 1e-7 at 10 cm
+    assert float(skate_loss(sliding, fps)) == pytest.approx(0.5 * torch.sigmoid(torch.tensor(4.0)).item(), rel=1e-4)
+    assert float(skate_loss(lifted, fps)) < 1e-6
+    both = torch.cat([sliding, lifted], 1)  # two feet: the mean over feet
+    assert float(skate_loss(both, fps)) == pytest.approx(float(skate_loss(sliding, fps)) / 2, rel=1e-4)
+    # the contact weight carries no gradient: raising a sliding foot is not a way to lower the loss
+    feet = sliding.clone().requires_grad_(True)
+    skate_loss(feet, fps).backward()
+    assert torch.all(feet.grad[..., 2] == 0) and feet.grad[..., 0].abs().sum() > 0
+
+
+def test_skate_term_stops_feet_sliding_under_a_gliding_body():
+    """A rest pose carried forward at 0.3 m/s (the paper's constant-velocity init) slides all four feet. With the
+    SDS weight at zero, the paper's objective keeps the slide; AKD's L_skate removes it (the body stops, or the legs
+    swing back under it). The distilled clip carries the detected feet, so reference.npz has stance flags."""
+    from akd_core.prior import make_prior
+
+    robot = load_robot("quadruped")
+    prior = make_prior("tiny", "a dog trotting", seed=0)
+    init = _standing_clip(robot, prior.num_frames, 8.0)
+    assert not init.foot_names  # the constant-velocity init names no feet: distill finds them
+    skate = {}
+    for name, weight in (("paper", 0.0), ("akd", 3e5)):
+        config = DistillConfig(iterations=40, n_gaussians=200, width=32, height=32, video_every=0, sds_weight=0.0,
+                               lambda_smooth=0.0, lambda_skate=weight)
+        result = distill(robot, prior, init, config, progress=False)
+        skate[name] = (result.history[0]["skate"], result.history[-1]["skate"])
+    print("L_skate (m/s) first -> last iteration:", skate)
+    assert sorted(result.motion.foot_names) == sorted(
+        ["front_left_foot", "front_right_foot", "hind_left_foot", "hind_right_foot"])
+    assert skate["paper"][0] == pytest.approx(0.3 * torch.sigmoid(torch.tensor(4.0)).item(), rel=0.05)
+    assert skate["paper"][1] > 0.25
+    assert skate["akd"][1] < 0.06  # 0.038 measured: a fifth of the slide left after 40 Adam steps
 
 
 def test_rotvec_matrix_matches_rodrigues_and_is_smooth_at_zero():

@@ -224,6 +224,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tfm.add_argument("--warmup", type=int, default=None, help="linear lr warmup steps (default 100)")
     tfm.add_argument("--cfg-dropout", type=float, default=None,
                      help="fraction of samples trained on the empty prompt (default 0.1)")
+    tfm.add_argument("--contrast-weight", type=float, default=None,
+                     help="weight of the contrastive term: each clip's caption must fit it (1 + margin) x better "
+                          "than the same caption naming another gait (default 0: plain diffusion training)")
+    tfm.add_argument("--contrast-margin", type=float, default=None, help="relative margin of that term (default 0.1)")
     tfm.add_argument("--sample-every", type=int, default=None,
                      help="write sample videos every N steps (default 0: at the end only)")
     tfm.add_argument("--sample-steps", type=int, default=None, help="DDIM steps of the samples (default 50; 0: none)")
@@ -232,7 +236,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _STAGE_ARGS = {
     "vae": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "crop"),
     "transformer": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "layers", "heads", "head_dim",
-                    "text_len", "warmup", "cfg_dropout", "sample_every", "sample_steps"),
+                    "text_len", "warmup", "cfg_dropout", "sample_every", "sample_steps", "contrast_weight",
+                    "contrast_margin"),
 }
 
 

@@ -156,6 +156,25 @@ def prompt_for(recipe: dict[str, Any]) -> str:
     return PROMPT_TEMPLATES[gait][recipe["template"]].format(noun=recipe["noun"], how=how)
 
 
+def rival_prompt(prompt: str, gait: str, other: str) -> str:
+    """``prompt`` (a caption of ``gait`` from :data:`PROMPT_TEMPLATES`) told with ``other``'s template of the same
+    number, noun and speed/heading words: "a dog trotting fast forward" -> "a dog pacing fast forward". The
+    contrastive term of `akd prior train` scores a clip under such a caption, which differs only in the gait.
+    A caption no template of ``gait`` produces raises ConfigError."""
+    for number, template in enumerate(PROMPT_TEMPLATES[gait]):
+        for noun in NOUNS:
+            head = template.replace("{noun}", noun).split("{how}")[0]  # every template ends with {how} or has none
+            how = prompt[len(head):] if "{how}" in template and prompt.startswith(head) else None
+            if how is None and prompt != head:
+                continue
+            if gait == "standing" or how is None:
+                how = " forward"
+            rival = PROMPT_TEMPLATES[other][number % len(PROMPT_TEMPLATES[other])]
+            return rival.format(noun=noun, how=how)
+    raise ConfigError(f"caption {prompt!r} is not one of the {gait} templates of akd_core.prior.data.PROMPT_TEMPLATES; "
+                      "train the contrastive term only on `akd prior data` clips (or set --contrast-weight 0)")
+
+
 def caption_words() -> list[str]:
     """Every whitespace-separated word a caption from :func:`prompt_for` can contain (sorted): the vocabulary a
     prior's tokenizer needs so that no caption word falls back to letters."""

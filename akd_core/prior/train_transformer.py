@@ -99,6 +99,11 @@ class TransformerTrainConfig:
     sample_steps: int = 50  # DDIM steps of the sample videos (0: no samples)
     sample_guidance: float = 6.0  # CogVideoXPipeline's default guidance scale
     sample_prompts: tuple[str, ...] = SAMPLE_PROMPTS
+    # contrastive term (0: off, plain diffusion training): each captioned sample is also scored under a rival
+    # caption that names another gait (data.rival_prompt), and pays when its own caption's v-MSE is not at least
+    # (1 + contrast_margin) x smaller than the rival's
+    contrast_weight: float = 0.0
+    contrast_margin: float = 0.1
     seed: int = 0
     layers: int = 4
     heads: int = 4
@@ -127,6 +132,9 @@ class TransformerTrainConfig:
                               "into even parts, so it must be a multiple of 16 (or train with --no-rotary)")
         if self.text_dim % self.text_heads:
             raise ConfigError(f"--text-dim {self.text_dim} must be a multiple of text_heads {self.text_heads}")
+        if self.contrast_weight < 0 or self.contrast_margin < 0:
+            raise ConfigError(f"--contrast-weight and --contrast-margin must be >= 0, got {self.contrast_weight}, "
+                              f"{self.contrast_margin}")
         if self.text_len < 2:
             raise ConfigError(f"--text-len must be >= 2 tokens, got {self.text_len}")
         if self.warmup < 0 or self.grad_clip < 0 or self.checkpoint_every < 1 or self.val_every < 1:
@@ -255,6 +263,40 @@ def transformer_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tens
     return F.mse_loss(pred.float(), target.float())
 
 
+def contrastive_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, embeds: Tensor,
+                     rival_embeds: Tensor, timesteps: Tensor, noise: Tensor, rotary: tuple[Tensor, Tensor] | None,
+                     margin: float, active: Tensor) -> tuple[Tensor, Tensor]:
+    """(v-MSE over the batch with ``embeds``, contrastive hinge): one forward pass scores every sample under its
+    own caption and under ``rival_embeds`` (the same caption naming another gait) on the same noisy latents.
+
+    hinge = sum over ``active`` samples (bool (B,): those trained with a caption) of
+    max(0, (1 + margin) e_own - e_rival) / B, with e the per-sample v-MSE: the caption must explain the clip's
+    motion better than a wrong gait word does, which plain v-MSE training asks only through the few latent
+    pixels where the legs are.
+    """
+    batch = latents.shape[0]
+    noisy = scheduler.add_noise(latents, noise, timesteps)
+    target = scheduler.get_velocity(latents, noise, timesteps).float()
+    pred = transformer(hidden_states=torch.cat([noisy, noisy]), encoder_hidden_states=torch.cat([embeds, rival_embeds]),
+                       timestep=torch.cat([timesteps, timesteps]), image_rotary_emb=rotary, return_dict=False)[0]
+    err = (pred.float() - torch.cat([target, target])).pow(2).flatten(1).mean(1)  # (2B,)
+    own, rival = err[:batch], err[batch:]
+    hinge = torch.relu((1.0 + margin) * own - rival) * active.to(own.dtype)
+    return own.mean(), hinge.sum() / batch
+
+
+def rival_prompts(prompts: list[str], index: dict[str, Any], data: str | Path) -> list[list[str]]:
+    """Per clip, its caption told with each other gait (:func:`akd_core.prior.data.rival_prompt`), from the
+    index's ``gait`` of every clip."""
+    from akd_core.prior.data import GAITS, rival_prompt
+
+    clips = index.get("clips", [])
+    if len(clips) != len(prompts) or any("gait" not in c for c in clips):
+        raise ConfigError(f"{Path(data) / 'index.json'} does not name every clip's gait; the contrastive term needs "
+                          "data written by `akd prior data` (or set --contrast-weight 0)")
+    return [[rival_prompt(p, c["gait"], g) for g in GAITS if g != c["gait"]] for p, c in zip(prompts, clips)]
+
+
 @torch.no_grad()
 def validation_mse(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, rows: Tensor, table: PromptTable,
                    config: TransformerTrainConfig, rotary: Any, device: torch.device) -> tuple[float, float]:
@@ -376,9 +418,12 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
     if state is not None:
         text_encoder.load_state_dict(state["text_encoder"])
     text_encoder.to(dev)
-    table = PromptTable(tokenizer, text_encoder, config.text_len, [*prompts, *config.sample_prompts])
+    rivals = rival_prompts(prompts, _index, data) if config.contrast_weight > 0 else None
+    table = PromptTable(tokenizer, text_encoder, config.text_len,
+                        [*prompts, *config.sample_prompts, *(sum(rivals, []) if rivals else [])])
     table.embeds = table.embeds.to(dev)
     clip_rows = table.rows(prompts)
+    rival_rows = torch.stack([table.rows(r) for r in rivals]) if rivals else None  # (N, gaits - 1)
 
     t0 = time.perf_counter()
     mean, std = encode_clips(vae, frames, max(config.batch, 1), dev, progress)
@@ -449,7 +494,15 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
             lr = config.lr * min(1.0, (step + 1) / config.warmup) if config.warmup > 0 else config.lr
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss = transformer_loss(transformer, scheduler, z, table.embeds[rows], timesteps, noise, rotary)
+            if rival_rows is None:
+                loss = transformer_loss(transformer, scheduler, z, table.embeds[rows], timesteps, noise, rotary)
+                hinge = None
+            else:  # samples dropped to the empty prompt have no gait word to contrast: masked out
+                which = torch.randint(0, rival_rows.shape[1], (config.batch,), generator=generator)
+                rival = rival_rows[pick, which]
+                mse, hinge = contrastive_loss(transformer, scheduler, z, table.embeds[rows], table.embeds[rival],
+                                              timesteps, noise, rotary, config.contrast_margin, ~drop.to(dev))
+                loss = mse + config.contrast_weight * hinge
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(transformer.parameters(),
@@ -461,6 +514,8 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
             gen_done = generator.get_state()
             row = {"step": done, "loss": float(loss.detach()), "grad_norm": float(grad_norm), "lr": lr,
                    "seconds": time.perf_counter() - t0}
+            if hinge is not None:
+                row["hinge"] = float(hinge.detach())
             history.append(row)
             bar.set_postfix(loss=f"{row['loss']:.4f}",
                             val=f"{val_history[-1]['val_mse']:.4f}" if val_history else "-")
