@@ -408,8 +408,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             optimizer.step()
             params.project_to_limits()
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
-                   "ground": ground.item(), "float": floating.item(), "skate": skate.item(), "timestep": int(info.get("timestep", -1)),
-                   "blur_px": view.blur_px}
+                   "ground": ground.item(), "float": floating.item(), "skate": skate.item(),
+                   "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
                             t=row["timestep"])
