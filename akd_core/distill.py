@@ -69,7 +69,9 @@ class DistillConfig:
     # metres the lowest corner may sit above z = 0 for free: the term stays silent while the body is on the ground
     # (a strong term that is always active fills Adam's second moments and stalls the SDS steps of the legs)
     float_clearance: float = 0.02
-    lambda_skate: float = 0.0  # AKD: mean speed (m/s) of feet near the ground (0: off, the paper's objective)
+    # AKD: mean speed (m/s) of feet near the ground (0: off, the paper's objective); with it the default
+    # `akd run --source sds` clip tracks without a fall (docs/benchmarks.md)
+    lambda_skate: float = 3e5
     skate_height: float = 0.02  # m: a foot this high counts half as in contact (the stance threshold of reference.npz)
     sds_weight: float = 1.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
@@ -645,8 +647,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight of the lowest point's height above the ground (default 1e6; 0: the paper's "
                              "objective, which lets a weak prior lift the body off the ground)")
     parser.add_argument("--lambda-skate", type=float, default=None,
-                        help="weight of the feet's sliding speed while on the ground (m/s; default 0: off, the "
-                             "paper's objective)")
+                        help="weight of the feet's sliding speed while on the ground (m/s; default 3e5; 0: the "
+                             "paper's objective, which lets the feet glide under a moving body)")
     parser.add_argument("--n-gaussians", type=int, default=None)
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")

@@ -228,6 +228,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="weight of the contrastive term: each clip's caption must fit it (1 + margin) x better "
                           "than the same caption naming another gait (default 0: plain diffusion training)")
     tfm.add_argument("--contrast-margin", type=float, default=None, help="relative margin of that term (default 0.1)")
+    tfm.add_argument("--contrast-partner", type=float, default=None,
+                     help="fraction of those rival captions that name the gait most like the clip's (trot <-> pace, "
+                          "bound <-> gallop, walk -> pace; default 0.5), the rest any other gait")
     tfm.add_argument("--sample-every", type=int, default=None,
                      help="write sample videos every N steps (default 0: at the end only)")
     tfm.add_argument("--sample-steps", type=int, default=None, help="DDIM steps of the samples (default 50; 0: none)")
@@ -237,7 +240,7 @@ _STAGE_ARGS = {
     "vae": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "crop"),
     "transformer": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "layers", "heads", "head_dim",
                     "text_len", "warmup", "cfg_dropout", "sample_every", "sample_steps", "contrast_weight",
-                    "contrast_margin"),
+                    "contrast_margin", "contrast_partner"),
 }
 
 

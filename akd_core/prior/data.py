@@ -56,6 +56,10 @@ PROMPT_TEMPLATES: dict[str, tuple[str, ...]] = {
     "standing": ("a {noun} standing still", "a {noun} stands on the ground", "a {noun} standing in place"),
 }
 NOUNS = ("dog", "robot dog", "quadruped robot", "four-legged robot")
+# per gait, the gait whose footfall pattern differs least (trot / pace: diagonal vs lateral pairs; bound / gallop:
+# the lead-leg offset; walk / pace: the four-beat vs lateral pairs; standing / walk: the slowest motion)
+PARTNER_GAIT = {"trot": "pace", "pace": "trot", "bound": "gallop", "gallop": "bound", "walk": "pace",
+                "standing": "walk"}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,14 @@ CogVideoX's DDIM scheduler config (:data:`akd_core.prior.tiny.TINY_SCHEDULER_CON
 SNR, SNR shift 3); loss MSE(transformer(z_t, prompt, t), v). ``cfg_dropout`` of the samples get the empty-prompt
 embedding (the negative prompt of CFG). AdamW, linear warmup, gradient clipping. CUDA when present (float32).
 
+Contrastive term (``contrast_weight`` > 0, off by default): the same forward pass also scores each captioned sample
+under a rival caption, its own with the gait told as another gait (:func:`akd_core.prior.data.rival_prompt`:
+"a dog trotting fast" -> "a dog pacing fast"; ``contrast_partner`` of the rivals name the gait most like the clip's,
+:data:`~akd_core.prior.data.PARTNER_GAIT`, the rest any other), and adds ``contrast_weight`` x
+max(0, (1 + ``contrast_margin``) e_own - e_rival) with e the per-sample v-MSE. The v-MSE alone learns the gait word
+only through the few latent pixels where the legs are, and a prior that scores a trot and a pace alike gives SDS
+no reason to pick either. The loss CSV then has a ``hinge`` column.
+
 Validation: the same v-MSE on held-out clips (the last ~10 % of the index), posterior-mean latents, at
 ``val_timesteps`` evenly spaced timesteps with fixed noise (the same every time), once with each clip's caption and
 once with the empty prompt: ``val_mse`` < ``val_mse_uncond`` means the model reads the prompt.
@@ -104,6 +112,7 @@ class TransformerTrainConfig:
     # (1 + contrast_margin) x smaller than the rival's
     contrast_weight: float = 0.0
     contrast_margin: float = 0.1
+    contrast_partner: float = 0.5  # fraction of rivals that name the clip's data.PARTNER_GAIT (the rest: any other)
     seed: int = 0
     layers: int = 4
     heads: int = 4
@@ -132,6 +141,8 @@ class TransformerTrainConfig:
                               "into even parts, so it must be a multiple of 16 (or train with --no-rotary)")
         if self.text_dim % self.text_heads:
             raise ConfigError(f"--text-dim {self.text_dim} must be a multiple of text_heads {self.text_heads}")
+        if not 0.0 <= self.contrast_partner <= 1.0:
+            raise ConfigError(f"--contrast-partner must be in [0, 1], got {self.contrast_partner}")
         if self.contrast_weight < 0 or self.contrast_margin < 0:
             raise ConfigError(f"--contrast-weight and --contrast-margin must be >= 0, got {self.contrast_weight}, "
                               f"{self.contrast_margin}")
@@ -287,14 +298,19 @@ def contrastive_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tens
 
 def rival_prompts(prompts: list[str], index: dict[str, Any], data: str | Path) -> list[list[str]]:
     """Per clip, its caption told with each other gait (:func:`akd_core.prior.data.rival_prompt`), from the
-    index's ``gait`` of every clip."""
-    from akd_core.prior.data import GAITS, rival_prompt
+    index's ``gait`` of every clip: the clip's :data:`~akd_core.prior.data.PARTNER_GAIT` first, then the others."""
+    from akd_core.prior.data import GAITS, PARTNER_GAIT, rival_prompt
 
     clips = index.get("clips", [])
     if len(clips) != len(prompts) or any("gait" not in c for c in clips):
         raise ConfigError(f"{Path(data) / 'index.json'} does not name every clip's gait; the contrastive term needs "
                           "data written by `akd prior data` (or set --contrast-weight 0)")
-    return [[rival_prompt(p, c["gait"], g) for g in GAITS if g != c["gait"]] for p, c in zip(prompts, clips)]
+    rivals = []
+    for prompt, clip in zip(prompts, clips):
+        gait = clip["gait"]
+        order = [PARTNER_GAIT[gait]] + [g for g in GAITS if g not in (gait, PARTNER_GAIT[gait])]
+        rivals.append([rival_prompt(prompt, gait, g) for g in order])
+    return rivals
 
 
 @torch.no_grad()
@@ -499,6 +515,8 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
                 hinge = None
             else:  # samples dropped to the empty prompt have no gait word to contrast: masked out
                 which = torch.randint(0, rival_rows.shape[1], (config.batch,), generator=generator)
+                partner = torch.rand(config.batch, generator=generator) < config.contrast_partner
+                which = torch.where(partner, torch.zeros_like(which), which)  # column 0: the partner gait
                 rival = rival_rows[pick, which]
                 mse, hinge = contrastive_loss(transformer, scheduler, z, table.embeds[rows], table.embeds[rival],
                                               timesteps, noise, rotary, config.contrast_margin, ~drop.to(dev))
