@@ -8,8 +8,16 @@ lowest error names the prompt the prior prefers; a prior that has learnt the gai
 first. (`bench/bench_prior_captions.py` does the same on held-out training clips.)
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prior_renders.py [MODEL_DIR ...] [--draws 3]
+        [--checkpoint MODEL_DIR/checkpoints/transformer.pt]
 
-MODEL_DIR defaults to the shipped prior. About 1.5 min per folder on one CPU core.
+MODEL_DIR defaults to the shipped prior. About 1.5 min per folder on one CPU core. ``--checkpoint`` scores a
+training checkpoint of `akd prior train --stage transformer` (its transformer weights in the folder's prior; the
+same VAE and text encoder) without writing a folder first.
+
+Then, per timestep, the contrast of each pair of gaits a, b:
+(e_a(prompt b) - e_a(prompt a)) + (e_b(prompt a) - e_b(prompt b)) x 1000, with e_clip(prompt) the v-MSE: how much
+better each clip's own prompt fits it than the other's, summed over the two clips. Zero means the prior cannot tell
+the two gaits apart at that noise level (whatever it prefers, it prefers for both clips).
 """
 
 from __future__ import annotations
@@ -34,32 +42,42 @@ PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a
            "gallop": "a dog galloping", "walk": "a dog walking", "standing": "a dog standing still"}
 CLIPS = ("trot", "pace", "bound", "walk")
 TIMESTEPS = (100, 200, 300, 400, 500, 600, 700, 800)
+PAIRS = (("trot", "pace"), ("trot", "bound"), ("pace", "bound"))
 
 
 @torch.no_grad()
 def prompt_errors(prior: CogVideoXPrior, video: torch.Tensor, embeds: dict[str, torch.Tensor],
-                  draws: int) -> dict[str, float]:
-    """Mean v-MSE of each prompt over ``draws`` x TIMESTEPS (same posterior sample and noise for every prompt)."""
-    errors: dict[str, list[float]] = {k: [] for k in embeds}
+                  draws: int) -> dict[str, dict[int, float]]:
+    """Mean v-MSE of each prompt at each of TIMESTEPS over ``draws`` (same posterior sample and noise for every
+    prompt): {prompt key: {t: v-MSE}}."""
+    errors: dict[str, dict[int, list[float]]] = {k: {t: [] for t in TIMESTEPS} for k in embeds}
     for draw in range(draws):
         z0 = prior.encode(video, generator=torch.Generator().manual_seed(draw))
         generator = torch.Generator().manual_seed(100 + draw)
         for t in TIMESTEPS:
             noise = torch.randn(z0.shape, generator=generator)
             for key, emb in embeds.items():
-                errors[key].append(prior.v_mse(z0, noise, t, emb))
-    return {k: float(np.mean(v)) for k, v in errors.items()}
+                errors[key][t].append(prior.v_mse(z0, noise, t, emb))
+    return {k: {t: float(np.mean(v)) for t, v in per_t.items()} for k, per_t in errors.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", type=Path, nargs="*")
     parser.add_argument("--draws", type=int, default=3, help="posterior / noise draws per timestep")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="score this `akd prior train` transformer checkpoint in the (single) folder's prior")
     args = parser.parse_args()
+    if args.checkpoint is not None and len(args.models) > 1:
+        parser.error("--checkpoint goes with one MODEL_DIR (whose VAE and text encoder it was trained with)")
     robot = load_robot("quadruped")
     for folder in args.models or [resolve_video_model(None)]:
         prior = CogVideoXPrior.from_pretrained(folder, PROMPTS["trot"], dtype=torch.float32, device="cpu",
                                                keep_prompt_encoder=True)
+        if args.checkpoint is not None:
+            state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+            prior.transformer.load_state_dict(state["model"])
+            folder = f"{folder} with the transformer of {args.checkpoint} (step {state['step']})"
         embeds = {}
         for key, prompt in PROMPTS.items():
             prior.set_prompt(prompt)
@@ -67,16 +85,23 @@ def main() -> None:
         print(f"{folder}: v-MSE of distill's render of each gait-library clip, per prompt (* the lowest)")
         print(f"{'clip':6s} " + " ".join(f"{k:>8s} " for k in PROMPTS) + " best")
         correct = 0
+        per_t = {}
         for gait in CLIPS:
             motion = generate_gait(robot, spec_from_prompt(PROMPTS[gait], robot)[0], duration=2.0, fps=50.0)
             clip = fit_clip(motion.resample(8.0), prior.num_frames, 8.0)
             video, _ = render_motion(robot, clip, DistillConfig(n_gaussians=2000), prior.width, prior.height)
-            errors = prompt_errors(prior, video, embeds, args.draws)
+            per_t[gait] = prompt_errors(prior, video, embeds, args.draws)
+            errors = {k: float(np.mean(list(v.values()))) for k, v in per_t[gait].items()}
             best = min(errors, key=errors.get)
             correct += best == gait
             print(f"{gait:6s} " + " ".join(f"{errors[k]:8.4f}{'*' if k == best else ' '}" for k in PROMPTS)
                   + f"  {best}")
         print(f"own prompt best for {correct}/{len(CLIPS)} clips")
+        print("contrast x 1000 per timestep (> 0: each clip fits its own prompt better than the other's)")
+        print(f"{'pair':11s} " + " ".join(f"{t:>6d}" for t in TIMESTEPS) + "    mean")
+        for a, b in PAIRS:
+            row = [(per_t[a][b][t] - per_t[a][a][t] + per_t[b][a][t] - per_t[b][b][t]) * 1e3 for t in TIMESTEPS]
+            print(f"{a + '/' + b:11s} " + " ".join(f"{x:6.2f}" for x in row) + f"  {np.mean(row):6.2f}")
 
 
 if __name__ == "__main__":
