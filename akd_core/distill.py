@@ -47,6 +47,7 @@ from .feasibility import feasibility_summary
 from .fileio import atomic_path
 from .gait_classify import classify_gait
 from .kinematics import ForwardKinematics, geometry_corners, quat_to_matrix
+from .metrics import motion_metrics
 from .motion import Motion
 from .robot import Robot, load_robot
 from .rundir import REFERENCE, ROBOT_URDF, RunDir
@@ -585,6 +586,9 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                         "final_sds": final.get("sds"),
                         "final_smooth": final.get("smooth"), "final_ground": final.get("ground"),
                         "frames": motion.num_frames, "video_fps": config.video_fps})
+        metrics.update(motion_metrics(robot, reference.root_pos, reference.root_quat, reference.joint_pos,
+                                      reference.fps, reference.foot_names, reference.foot_offsets,
+                                      reference.foot_contacts))  # foot skating, penetration, ... as `akd gait`
         metrics.update(feasibility_summary(robot, reference))  # of the written reference.npz
         gait = classify_gait(robot, motion)  # the distilled frames themselves (reference.npz interpolates them)
         metrics.update({"gait_class": gait.gait, "gait_confidence": round(gait.confidence, 3)})

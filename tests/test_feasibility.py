@@ -224,5 +224,14 @@ def test_stage_distill_records_the_figures_of_its_reference(tmp_path):
                                                       "video_every": 0})
     assert SUMMARY_KEYS <= set(metrics)
     robot = load_robot(run.file("robot.urdf"))
-    _, again = feasibility(robot, Motion.load(run.file("reference.npz"), robot))
+    reference = Motion.load(run.file("reference.npz"), robot)
+    _, again = feasibility(robot, reference)
     assert again == pytest.approx({k: metrics[k] for k in SUMMARY_KEYS}, abs=1e-5)
+    # and the clip-quality figures `akd gait` records (the run summary's "reference: foot skating ...")
+    from akd_core.metrics import motion_metrics
+
+    quality = motion_metrics(robot, reference.root_pos, reference.root_quat, reference.joint_pos, reference.fps,
+                             reference.foot_names, reference.foot_offsets, reference.foot_contacts)
+    assert len(reference.foot_names) == 4
+    for key in ("foot_skate_mps", "penetration_m", "duty_factor"):
+        assert metrics[key] == pytest.approx(quality[key], abs=1e-9), key
