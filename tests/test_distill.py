@@ -83,6 +83,19 @@ def test_skate_loss_is_the_mean_speed_of_feet_on_the_ground():
     assert torch.all(feet.grad[..., 2] == 0) and feet.grad[..., 0].abs().sum() > 0
 
 
+def test_skate_weight_ramps_in_over_the_given_fraction_of_the_run():
+    full = DistillConfig(iterations=100, lambda_skate=3e5)
+    assert full.skate_weight(0) == full.skate_weight(99) == 3e5
+    ramp = DistillConfig(iterations=100, lambda_skate=3e5, skate_ramp=0.5)
+    assert ramp.skate_weight(0) == pytest.approx(3e5 / 50)
+    assert ramp.skate_weight(24) == pytest.approx(3e5 / 2)
+    assert ramp.skate_weight(49) == ramp.skate_weight(99) == pytest.approx(3e5)
+    with pytest.raises(ConfigError, match="skate_ramp"):
+        DistillConfig(skate_ramp=1.5)
+    with pytest.raises(ConfigError, match="lambda-skate"):
+        DistillConfig(lambda_skate=-1.0)
+
+
 def test_skate_term_stops_feet_sliding_under_a_gliding_body():
     """A rest pose carried forward at 0.3 m/s (the paper's constant-velocity init) slides all four feet. With the
     SDS weight at zero, the paper's objective keeps the slide; AKD's L_skate removes it (the body stops, or the legs
