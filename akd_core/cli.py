@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import AKDError
+from .signals import stop_on_sigint, terminate_as_interrupt
 
 log = logging.getLogger("akd")
 
@@ -202,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format="%(message)s")
     if not debug:
         warnings.simplefilter("ignore", DeprecationWarning)
+    # Ctrl-C, kill -INT (even when started with SIGINT ignored) and SIGTERM (kill, a job scheduler, a container
+    # stop) all end a command through KeyboardInterrupt, so every long loop leaves its checkpoint (akd_core.signals)
+    stop_on_sigint()
+    with terminate_as_interrupt():
+        return _main(argv, debug)
+
+
+def _main(argv: list[str], debug: bool) -> int:
     try:
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)

@@ -60,9 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _replay(args: argparse.Namespace) -> int:
     _require_rclpy()
-    from .replay import replay_run, stop_on_sigint
+    from .replay import replay_run
 
-    stop_on_sigint()  # `akd` owns this process: Ctrl-C must stop the replay even if started with SIGINT ignored
+    # akd_core.cli.main has made SIGINT stop this process even if it was started with SIGINT ignored
     options = {}
     if args.trajectory_topic:
         options["trajectory_topic"] = args.trajectory_topic
@@ -75,9 +75,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     _require_rclpy()
     from .generator import run_generator_node
-    from .replay import stop_on_sigint
 
-    stop_on_sigint()
     run_generator_node({"robot": args.robot, "prompt": args.prompt, "out": args.out, "source": args.source,
                         "loop": bool(args.loop), "autostart": True, "exit_after_replay": True}, args=[])
     return 0

@@ -31,13 +31,13 @@ from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 
 from akd_core.errors import AKDError, ConfigError
+from akd_core.signals import stop_on_sigint
 
 from .replay import (
     ReplayOptions,
     RunReplayer,
     declare_replay_parameters,
     replay_options_from_parameters,
-    stop_on_sigint,
 )
 from .replay import parameter_names as replay_parameter_names
 

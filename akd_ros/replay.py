@@ -25,7 +25,6 @@ with a :class:`~akd_core.errors.JointLimitError` (exit code 2) unless ``allow_un
 from __future__ import annotations
 
 import math
-import signal
 import sys
 import threading
 import time
@@ -48,6 +47,7 @@ from trajectory_msgs.msg import JointTrajectory
 from akd_core.errors import AKDError, ConfigError, MotionError
 from akd_core.robot import load_urdf
 from akd_core.rundir import ROBOT_URDF, RunDir
+from akd_core.signals import stop_on_sigint
 
 from .convert import (
     LOOP_RETURN_SPEED_RATIO,
@@ -357,18 +357,6 @@ def spin_replay(node: ReplayNode, executor: SingleThreadedExecutor) -> None:
     end = time.monotonic() + max(0.0, node.options.linger)
     while rclpy.ok(context=node.context) and time.monotonic() < end:
         executor.spin_once(timeout_sec=min(0.1, max(0.0, end - time.monotonic())))
-
-
-def stop_on_sigint() -> None:
-    """Make SIGINT stop this process even when it was started with SIGINT ignored.
-
-    A process launched in the background of a non-interactive shell (`cmd &`, nohup, some CI runners and
-    supervisors) inherits SIGINT as *ignored*; Python then installs no KeyboardInterrupt handler and Ctrl-C or
-    `ros2 launch`'s shutdown signal would leave the node running. Called by our console scripts (processes we
-    own) before rclpy.init, so rclpy's handler takes over as usual. A handler someone installed is left alone.
-    """
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_replay_node(options: ReplayOptions, args: list[str] | None = None) -> None:

@@ -320,3 +320,34 @@ def test_render_motion_is_deterministic():
     a, cam = render_motion(robot, clip, config, 32, 32)
     b, _ = render_motion(robot, clip, config, 32, 32, camera=cam)
     assert torch.equal(a, b) and a.shape == (3, 3, 32, 32)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_killed_or_interrupted_distill_stops_through_its_checkpoint(tmp_path, sig):
+    """`akd distill ... &` from a script starts with SIGINT ignored, and schedulers stop jobs with SIGTERM: both must
+    end the command the way Ctrl-C does (exit 130, the resume hint, the checkpoint kept), and --resume continues."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "akd_core.cli", "distill", "--robot", "quadruped", "--prompt", "a dog trotting",
+           "--prior", "tiny", "--out", str(out), "--n-gaussians", "200", "--width", "32", "--height", "32"]
+    proc = subprocess.Popen([*cmd, "--iterations", "100000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    checkpoint = out / "distill" / "checkpoint.pt"
+    deadline = time.monotonic() + 180
+    while not checkpoint.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
+        time.sleep(0.2)
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted; re-run the same command to resume" in stderr
+    done = torch.load(checkpoint, weights_only=False)["iteration"]
+    assert done >= 25 and done % 25 == 0
+    resumed = subprocess.run([*cmd, "--iterations", str(done + 1), "--resume"], capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert torch.load(checkpoint, weights_only=False)["iteration"] == done + 1
