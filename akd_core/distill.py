@@ -74,9 +74,6 @@ class DistillConfig:
     # `akd run --source sds` clip tracks without a fall (docs/benchmarks.md)
     lambda_skate: float = 3e5
     skate_height: float = 0.02  # m: a foot this high counts half as in contact (the stance threshold of reference.npz)
-    # the skate weight rises linearly from 0 to lambda_skate over the first skate_ramp x iterations (0: full from
-    # the start), so that SDS shapes the legs' pattern before the feet are pinned to the ground
-    skate_ramp: float = 0.0
     sds_weight: float = 1.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
@@ -111,8 +108,6 @@ class DistillConfig:
         lo, hi = self.camera_elevation_range
         if not -89.0 <= lo <= hi <= 89.0:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
-        if not 0.0 <= self.skate_ramp <= 1.0:
-            raise ConfigError(f"skate_ramp must be in [0, 1], got {self.skate_ramp}")
         if self.lambda_skate < 0 or self.skate_height <= 0:
             raise ConfigError(f"--lambda-skate must be >= 0 and skate_height > 0, got {self.lambda_skate}, "
                               f"{self.skate_height}")
@@ -128,12 +123,6 @@ class DistillConfig:
     def blur_at(self, step: int) -> float:
         """Render blur (pixels) at iteration ``step``: blur_px falling linearly to 0 at blur_until x iterations."""
         return self.blur_px * max(0.0, 1.0 - step / (self.blur_until * self.iterations))
-
-    def skate_weight(self, step: int) -> float:
-        """lambda_skate at iteration ``step``: rising linearly over the first skate_ramp x iterations."""
-        if self.skate_ramp <= 0.0:
-            return self.lambda_skate
-        return self.lambda_skate * min(1.0, (step + 1) / (self.skate_ramp * self.iterations))
 
     def lr_scale(self, step: int) -> float:
         """Learning-rate multiplier at iteration ``step`` (1, then linear to lr_final)."""
@@ -417,7 +406,7 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             floating = float_loss(corner_z, config.float_clearance)
             skate = skate_loss(renderer.feet(link_pos, link_rot), config.video_fps, config.skate_height)
             loss = (config.sds_weight * sds + config.lambda_smooth * smooth + config.lambda_ground * ground
-                    + config.lambda_float * floating + config.skate_weight(iteration) * skate)
+                    + config.lambda_float * floating + config.lambda_skate * skate)
             loss.backward()
             optimizer.step()
             params.project_to_limits()

@@ -45,7 +45,7 @@ def main() -> None:
                             oracle_space=args.space, video_model=args.model,
                             config_overrides={"n_gaussians": 2000, "camera": "orbit", "camera_margin": 0.9,
                                               "blur_px": 4.0, "lr_final": 0.1, "video_every": 0,
-                                              "lambda_smooth": 0.0, "lambda_ground": 1e4})
+                                              "lambda_smooth": 0.0, "lambda_ground": 1e4, "lambda_skate": 0.0})
     figures = {k: v for k, v in metrics.items() if "joint_err" in k}
     print(json.dumps(figures, indent=1))
     met = figures["joint_err_reduction"] >= 0.7 and figures["final_joint_err_rad"] < 0.1

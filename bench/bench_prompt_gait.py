@@ -72,15 +72,11 @@ def main() -> None:
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of distill's foot-sliding term (default: DistillConfig's)")
-    parser.add_argument("--skate-ramp", type=float, default=None,
-                        help="fraction of the iterations over which that weight rises from 0 (default: distill's)")
     args = parser.parse_args()
     robot = load_robot("quadruped")
     overrides = {"video_every": 0}
     if args.lambda_skate is not None:
         overrides["lambda_skate"] = args.lambda_skate
-    if args.skate_ramp is not None:
-        overrides["skate_ramp"] = args.skate_ramp
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:
