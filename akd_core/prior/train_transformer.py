@@ -60,7 +60,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
@@ -264,14 +263,20 @@ class PromptTable:
         return torch.as_tensor([self.row[p] for p in prompts], dtype=torch.long)
 
 
-def transformer_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, embeds: Tensor, timesteps: Tensor,
-                     noise: Tensor, rotary: tuple[Tensor, Tensor] | None) -> Tensor:
-    """v-prediction MSE of one batch: latents, noise (B, F', C, h, w) scaled; embeds (B, S, D); timesteps (B,)."""
+def sample_errors(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, embeds: Tensor, timesteps: Tensor,
+                  noise: Tensor, rotary: tuple[Tensor, Tensor] | None) -> Tensor:
+    """Per-sample v-prediction MSE (B,): latents, noise (B, F', C, h, w) scaled; embeds (B, S, D); timesteps (B,)."""
     noisy = scheduler.add_noise(latents, noise, timesteps)
     target = scheduler.get_velocity(latents, noise, timesteps)
     pred = transformer(hidden_states=noisy, encoder_hidden_states=embeds, timestep=timesteps,
                        image_rotary_emb=rotary, return_dict=False)[0]
-    return F.mse_loss(pred.float(), target.float())
+    return (pred.float() - target.float()).pow(2).flatten(1).mean(1)
+
+
+def transformer_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, embeds: Tensor, timesteps: Tensor,
+                     noise: Tensor, rotary: tuple[Tensor, Tensor] | None) -> Tensor:
+    """v-prediction MSE of one batch (the mean of :func:`sample_errors`)."""
+    return sample_errors(transformer, scheduler, latents, embeds, timesteps, noise, rotary).mean()
 
 
 def contrastive_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tensor, embeds: Tensor,
@@ -286,11 +291,8 @@ def contrastive_loss(transformer: torch.nn.Module, scheduler: Any, latents: Tens
     pixels where the legs are.
     """
     batch = latents.shape[0]
-    noisy = scheduler.add_noise(latents, noise, timesteps)
-    target = scheduler.get_velocity(latents, noise, timesteps).float()
-    pred = transformer(hidden_states=torch.cat([noisy, noisy]), encoder_hidden_states=torch.cat([embeds, rival_embeds]),
-                       timestep=torch.cat([timesteps, timesteps]), image_rotary_emb=rotary, return_dict=False)[0]
-    err = (pred.float() - torch.cat([target, target])).pow(2).flatten(1).mean(1)  # (2B,)
+    err = sample_errors(transformer, scheduler, torch.cat([latents, latents]), torch.cat([embeds, rival_embeds]),
+                        torch.cat([timesteps, timesteps]), torch.cat([noise, noise]), rotary)  # (2B,)
     own, rival = err[:batch], err[batch:]
     hinge = torch.relu((1.0 + margin) * own - rival) * active.to(own.dtype)
     return own.mean(), hinge.sum() / batch
@@ -436,7 +438,7 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
     text_encoder.to(dev)
     rivals = rival_prompts(prompts, _index, data) if config.contrast_weight > 0 else None
     table = PromptTable(tokenizer, text_encoder, config.text_len,
-                        [*prompts, *config.sample_prompts, *(sum(rivals, []) if rivals else [])])
+                        [*prompts, *config.sample_prompts, *(r for clip in rivals or [] for r in clip)])
     table.embeds = table.embeds.to(dev)
     clip_rows = table.rows(prompts)
     rival_rows = torch.stack([table.rows(r) for r in rivals]) if rivals else None  # (N, gaits - 1)
