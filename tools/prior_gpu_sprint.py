@@ -8,6 +8,7 @@ call, and a session gets ~15 minutes of device time. So the sprint is split in t
         --model runs/prior_model_side --out .gpu_side --wheels WHEEL_DIR
     # 2. on the GPU (carry .gpu_side; install the wheels with pip --target, see the device README):
     python3 tools/prior_gpu_sprint.py train --pack .gpu_side --out $OUT --seconds 400 --batch 64 --lr 4e-4
+    #    (--contrast-weight 10 --contrast-partner 0.5: the contrastive term of `akd prior train`, fifth session)
     # 3. here: put the weights back into the CPU checkpoint, then write the folder with one CPU step
     .venv/bin/python tools/prior_gpu_sprint.py unpack --model runs/prior_model_side --weights OUT/sprint_model.pt
     akd prior train --data runs/prior_data_side --out runs/prior_model_side --stage transformer --steps N+1 --resume
@@ -45,8 +46,10 @@ from akd_core.prior.train_transformer import (  # noqa: E402
     TransformerTrainConfig,
     build_text_encoder,
     build_transformer,
+    contrastive_loss,
     encode_clips,
     load_frozen_vae,
+    rival_prompts,
     transformer_loss,
     vae_fingerprint,
     validation_mse,
@@ -72,12 +75,15 @@ def pack(args: argparse.Namespace) -> None:
     config = TransformerTrainConfig(**state["config"])
     tokenizer, text_encoder = build_text_encoder(config, list(state["tokenizer_words"]))
     text_encoder.load_state_dict(state["text_encoder"])
-    table = PromptTable(tokenizer, text_encoder, config.text_len, [*prompts, *config.sample_prompts])
+    rivals = rival_prompts(prompts, index, args.data)  # for `train --contrast-weight`
+    table = PromptTable(tokenizer, text_encoder, config.text_len,
+                        [*prompts, *config.sample_prompts, *(r for clip in rivals for r in clip)])
     classes = PromptTable(tokenizer, text_encoder, config.text_len, list(CAPTIONS.values()))
     args.out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out / "frames.npz", frames=frames.numpy())
     torch.save({"model": state["model"]}, args.out / "init_model.pt")
     torch.save({"embeds": table.embeds, "clip_rows": table.rows(prompts), "step": state["step"],
+                "rival_rows": torch.stack([table.rows(r) for r in rivals]),
                 "config": state["config"], "transformer_config": state["transformer_config"],
                 "scaling_factor": state["scaling_factor"], "classes": list(CAPTIONS),
                 "class_embeds": classes.embeds[classes.rows(list(CAPTIONS.values()))],
@@ -119,7 +125,11 @@ def train(args: argparse.Namespace) -> None:
     generator = torch.Generator(device=device).manual_seed(args.seed)
     train_t = torch.as_tensor(train_idx, device=device)
     rows_dev = rows.to(device)
+    if args.contrast_weight > 0 and "rival_rows" not in meta:
+        sys.exit(f"{args.pack} has no rival captions: pack it again with this version for --contrast-weight")
+    rival_rows = meta["rival_rows"].to(device) if "rival_rows" in meta else None
     log: dict = {"start_step": meta["step"], "batch": args.batch, "lr": args.lr, "val": [], "loss": [],
+                 "contrast": [args.contrast_weight, args.contrast_margin, args.contrast_partner],
                  "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
 
     @torch.no_grad()
@@ -170,7 +180,15 @@ def train(args: argparse.Namespace) -> None:
         noise = torch.randn(z.shape, generator=generator, device=device)
         drop = torch.rand(args.batch, generator=generator, device=device) < config.cfg_dropout
         caption = torch.where(drop, torch.zeros_like(pick), rows_dev[pick])
-        loss = transformer_loss(model, scheduler, z, embeds[caption], timesteps, noise, rotary)
+        if args.contrast_weight > 0:  # as `akd prior train --contrast-weight` (column 0: the partner gait)
+            which = torch.randint(0, rival_rows.shape[1], (args.batch,), generator=generator, device=device)
+            partner = torch.rand(args.batch, generator=generator, device=device) < args.contrast_partner
+            rival = rival_rows[pick, torch.where(partner, torch.zeros_like(which), which)]
+            mse, hinge = contrastive_loss(model, scheduler, z, embeds[caption], embeds[rival], timesteps, noise,
+                                          rotary, args.contrast_margin, ~drop)
+            loss = mse + args.contrast_weight * hinge
+        else:
+            loss = transformer_loss(model, scheduler, z, embeds[caption], timesteps, noise, rotary)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -226,6 +244,9 @@ def main() -> None:
     p.add_argument("--val-every", type=int, default=4000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default=None)
+    p.add_argument("--contrast-weight", type=float, default=0.0, help="as `akd prior train` (0: plain v-MSE)")
+    p.add_argument("--contrast-margin", type=float, default=0.1)
+    p.add_argument("--contrast-partner", type=float, default=0.5)
     p = sub.add_parser("unpack")
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--weights", type=Path, required=True, help="sprint_model.pt (sprint_log.json beside it)")
