@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .errors import ConfigError, RunDirError
+from .errors import AKDError, ConfigError, RunDirError
 from .feasibility import feasibility_summary
 from .fileio import atomic_path
 from .gait_classify import classify_gait
@@ -485,7 +485,6 @@ def clip_feet(robot: Robot, clip: Motion) -> tuple[list[str], np.ndarray]:
     robot without legs, e.g. an arm: then L_skate is zero and the distilled clip has no feet)."""
     if clip.foot_names:
         return list(clip.foot_names), np.asarray(clip.foot_offsets, dtype=np.float64).reshape(-1, 3)
-    from .errors import AKDError
     from .legs import find_legs
 
     try:
