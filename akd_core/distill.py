@@ -518,7 +518,7 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
 
     prior "cogvideox" without ``video_model`` loads $AKD_VIDEO_MODEL or the shipped models/akd-gaits-tiny
     (:func:`akd_core.prior.default.resolve_video_model`; a clear DependencyError when neither exists)."""
-    from .prior import make_prior, make_prior_from_args
+    from .prior import make_prior, make_prior_from_args, schedule_from_args
     from .prior.default import resolve_video_model
 
     manifest = run.manifest()
@@ -547,6 +547,9 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
     if prior_args is not None and prior != "oracle":
         run_config.update(guidance_scale=prior_args.guidance_scale,
                           negative_prompt=getattr(prior_args, "negative_prompt", "") or "")
+        schedule = schedule_from_args(prior_args)
+        if schedule is not None:
+            run_config.update(timestep_schedule=asdict(schedule))
     run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
     with run.running_stage("distill", run_config) as metrics:
         robot.to_urdf(run.file(ROBOT_URDF))

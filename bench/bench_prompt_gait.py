@@ -70,6 +70,10 @@ def main() -> None:
     parser.add_argument("--negative-prompt", default=None,
                         help="the prompt CFG steers away from (default: the empty prompt)")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
+    parser.add_argument("--t-min", type=float, default=None, help="akd distill's --t-min")
+    parser.add_argument("--t-max", type=float, nargs=2, default=None, help="akd distill's --t-max START END")
+    parser.add_argument("--t-anneal", type=float, default=None, help="akd distill's --t-anneal")
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of distill's foot-sliding term (default: DistillConfig's)")
     args = parser.parse_args()
@@ -77,6 +81,8 @@ def main() -> None:
     overrides = {"video_every": 0}
     if args.lambda_skate is not None:
         overrides["lambda_skate"] = args.lambda_skate
+    if args.lambda_smooth is not None:
+        overrides["lambda_smooth"] = args.lambda_smooth
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:
@@ -85,12 +91,14 @@ def main() -> None:
             done = run.stage("distill").get("status") == "done"
             if not done:
                 prior_args = None
-                if args.guidance_scale is not None or args.negative_prompt is not None:
+                if (args.guidance_scale is not None or args.negative_prompt is not None or args.t_max is not None
+                        or args.t_min is not None):
                     prior_args = argparse.Namespace(prior="cogvideox", video_model=args.model,
                                                     guidance_scale=args.guidance_scale or 100.0,
                                                     negative_prompt=args.negative_prompt or "", prior_dtype=None,
                                                     prior_frames=None, prior_height=None, prior_width=None,
-                                                    vae_tiling=False)
+                                                    vae_tiling=False, t_min=args.t_min, t_max=args.t_max,
+                                                    t_anneal=args.t_anneal)
                 stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
                               video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
                               prior_args=prior_args, config_overrides=overrides)

@@ -405,6 +405,22 @@ def test_prior_arguments_build_the_requested_prior(tiny_folder):
     assert prior.encode(_video(1)).shape == (1, 5, 4, 4, 6)
 
 
+
+def test_timestep_options_set_the_sds_schedule(tiny_folder):
+    from akd_core.prior import add_prior_arguments, make_prior_from_args
+
+    base = ["--prior", "cogvideox", "--video-model", str(tiny_folder)]
+    prior = make_prior_from_args(_parse(base + ["--t-min", "0.05", "--t-max", "0.6", "0.2"], add_prior_arguments),
+                                 PROMPT)  # fmt: skip
+    n = prior.num_train_timesteps
+    assert prior.schedule.bounds(0, 100, n) == (int(0.05 * n), int(0.6 * n))
+    assert prior.schedule.bounds(50, 100, n) == (int(0.05 * n), int(0.2 * n))  # annealed over the first half
+    late = make_prior_from_args(_parse(base + ["--t-anneal", "1.0"], add_prior_arguments), PROMPT).schedule
+    assert late.bounds(50, 100, n)[1] == int(0.74 * n)  # 0.98 -> 0.5 over all 100 iterations
+    assert make_prior_from_args(_parse(base, add_prior_arguments), PROMPT).schedule == TimestepSchedule()
+    with pytest.raises(ConfigError, match="--t-min/--t-max"):
+        make_prior_from_args(_parse(base + ["--t-min", "0.3", "--t-max", "0.6", "0.2"], add_prior_arguments), PROMPT)
+
 def test_cogvideox_15_patching_pads_latent_frames_like_the_pipeline():
     prior = make_tiny_prior(PROMPT, seed=2, patch_size_t=2)  # 3 latent frames -> padded to 4 inside
     with torch.no_grad():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -431,3 +432,37 @@ def test_contrastive_term_makes_the_caption_fit_its_clip_better_than_a_rival_gai
     _, hinge = tt.contrastive_loss(transformer, scheduler, z, own, rival, t, noise, rotary, 0.1,
                                    torch.zeros(3, dtype=torch.bool))
     assert float(hinge.detach()) == 0.0
+
+
+def test_min_stride_frames_slows_gaits_the_video_cannot_resolve(tmp_path):
+    """`--min-stride-frames 4` (the default): at 8 fps no stride is shorter than 4 frames (2 Hz); a faster gait is
+    slowed as a whole (speed, turn rate and cadence by one factor, same step length), so the clip is still the
+    pattern it was and the classifier finds it at the capped cadence. 0 keeps the gait library's cadence; a
+    folder written before the option (no key in config.json) counts as 0, so resuming it with the default is
+    refused instead of mixing the two kinds of clip."""
+    from akd_core.cli import build_parser
+    from akd_core.gait_classify import classify_gait
+    from akd_core.prior.data import DataRenderer
+    from akd_core.robot import load_robot
+
+    assert build_parser("prior").parse_args(["prior", "data", "--out", "x"]).min_stride_frames == 4.0
+    capped, free = DataConfig(clips=40, seed=3), DataConfig(clips=40, seed=3, min_stride_frames=0.0)
+    trot = next(clip_recipe(capped, i) for i in range(40) if clip_recipe(capped, i)["gait"] == "trot")
+    trot = {**trot, "speed_level": 0.6, "turn_rate": 0.4}
+    slow_motion, slow = DataRenderer(capped).gait_motion(trot)
+    _, fast = DataRenderer(free).gait_motion(trot)
+    assert fast["frequency"] > 3.0 and slow["frequency"] == pytest.approx(2.0)  # 8 fps / 4 frames
+    assert slow["speed"] / fast["speed"] == pytest.approx(slow["frequency"] / fast["frequency"])
+    assert slow["turn_rate"] / fast["turn_rate"] == pytest.approx(slow["frequency"] / fast["frequency"])
+    assert slow["step_length"] == pytest.approx(fast["step_length"])
+    got = classify_gait(load_robot("quadruped"), slow_motion)
+    assert got.gait == "trot" and got.frequency_hz == pytest.approx(2.0, abs=0.1)
+    with pytest.raises(ConfigError, match="--min-stride-frames"):
+        DataConfig(min_stride_frames=1.5)
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    cfg = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(DataConfig(clips=1)))).items()
+           if k != "min_stride_frames"}
+    (legacy / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="min_stride_frames"):
+        make_dataset(legacy, DataConfig(clips=1), progress=False)

@@ -114,12 +114,34 @@ def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guidance-scale", type=float, default=100.0, help="classifier-free guidance scale")
     parser.add_argument("--negative-prompt", default="", metavar="TEXT",
                         help="the prompt guidance steers away from (default: the empty prompt, plain CFG)")  # fmt: skip
+    parser.add_argument("--t-min", type=float, default=None, metavar="FRAC",
+                        help="lowest SDS noise level, a fraction of the model's timesteps (default 0.02)")
+    parser.add_argument("--t-max", type=float, nargs=2, default=None, metavar=("START", "END"),
+                        help="highest SDS noise level, annealed linearly from START to END (default 0.98 0.5)")
+    parser.add_argument("--t-anneal", type=float, default=None, metavar="FRAC",
+                        help="fraction of the iterations over which --t-max anneals (default 0.5)")
     parser.add_argument("--prior-frames", type=int, default=None, help="frames fed to the VAE (8n+1)")
     parser.add_argument("--prior-height", type=int, default=None, help="prior input height in pixels")
     parser.add_argument("--prior-width", type=int, default=None, help="prior input width in pixels")
     parser.add_argument("--prior-dtype", choices=sorted(DTYPES), default=None,
                         help="model dtype (default bfloat16 on CUDA, float32 on CPU)")  # fmt: skip
     parser.add_argument("--vae-tiling", action="store_true", help="tile the VAE encode (less GPU memory)")
+
+
+def schedule_from_args(args: argparse.Namespace) -> TimestepSchedule | None:
+    """The SDS timestep schedule that --t-min / --t-max / --t-anneal ask for (None: the default schedule).
+
+    Raises ConfigError (naming the options) when the bounds are out of order."""
+    t_min, t_max, anneal = (getattr(args, name, None) for name in ("t_min", "t_max", "t_anneal"))
+    if t_min is None and t_max is None and anneal is None:
+        return None
+    default = TimestepSchedule()
+    start, end = t_max if t_max is not None else (default.t_end_initial, default.t_end_final)
+    try:
+        return TimestepSchedule(t_start=default.t_start if t_min is None else t_min, t_end_initial=start,
+                                t_end_final=end, anneal_fraction=default.anneal_fraction if anneal is None else anneal)
+    except ConfigError as exc:
+        raise ConfigError(f"--t-min/--t-max/--t-anneal: {exc}") from exc
 
 
 def make_prior_from_args(
@@ -134,6 +156,9 @@ def make_prior_from_args(
     for key, value in (("num_frames", args.prior_frames), ("height", args.prior_height), ("width", args.prior_width)):
         if value is not None:
             opts[key] = value
+    schedule = schedule_from_args(args)
+    if schedule is not None:
+        opts["schedule"] = schedule
     if args.video_model is not None and args.prior != "tiny":
         opts["vae_tiling"] = args.vae_tiling
     return make_prior(args.prior, prompt, args.video_model, target_video, device, dtype, seed, **opts)
@@ -197,6 +222,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--heading-spread", type=float, default=180.0, metavar="DEG",
                       help="initial body headings drawn within +-DEG of +x, distill's start heading (180: any "
                            "direction; e.g. 15 with --orbit-fraction 0: the legs always from distill's side view)")
+    data.add_argument("--min-stride-frames", type=float, default=4.0, metavar="N",
+                      help="slow every gait (speed and cadence together) so that a stride spans at least N video "
+                           "frames (default 4: a quarter cycle per frame; 0: the gait library's own cadence)")
     tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
                                           "clips: --stage vae, then --stage transformer (checkpoints, --resume)")
     tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
@@ -273,7 +301,7 @@ def cli(args: argparse.Namespace) -> int:
         config = DataConfig(clips=args.clips, seed=args.seed, frames=args.frames, width=args.size[0],
                             height=args.size[1], n_gaussians=args.n_gaussians, backend=args.backend,
                             orbit_fraction=args.orbit_fraction, blur_fraction=args.blur_fraction,
-                            heading_spread_deg=args.heading_spread)
+                            heading_spread_deg=args.heading_spread, min_stride_frames=args.min_stride_frames)
         summary = make_dataset(args.out, config)
         rate = f", {summary['clips_per_min']:.1f} clips/min" if summary["clips_per_min"] else ""
         print(f"{args.out}: {summary['clips']} clips ({summary['rendered']} rendered, {summary['skipped']} kept)"

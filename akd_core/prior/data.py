@@ -41,6 +41,7 @@ SPEED_LEVELS = (0.1, 0.35, 0.6, 0.85)
 FREQUENCY_SCALES = (0.9, 1.0, 1.1)
 TURN_RATES = (0.0, 0.0, 0.4, -0.4)  # straight twice as often
 GAITS = ("trot", "pace", "bound", "gallop", "walk", "standing")
+LEGACY_DEFAULTS = {"min_stride_frames": 0.0}  # what a config.json without the key was made with
 CLIPS_DIR = "clips"
 MOTIONS_DIR = "motions"
 INDEX = "index.json"
@@ -83,6 +84,12 @@ class DataConfig:
     # initial body yaw drawn from +-this around +x, the heading `akd distill` starts from (180: any direction, so
     # the follow camera sees the body from every side; a small spread keeps distill's side view of the legs)
     heading_spread_deg: float = 180.0
+    # every stride spans at least this many video frames: a gait whose cadence is above fps / this value is slowed
+    # to it, speed and cadence together (same step length). At 8 fps the gait library's natural cadence for the
+    # built-in quadruped is 2.3-5 Hz (trot, pace), 1.6-3.5 frames per stride, a strobe in which the footfall order
+    # is hardly visible and, above 4 Hz, aliased; SDS from a neutral start steps at 0.8-1.7 Hz
+    # (docs/prior_training.md, "Sixth session"). 4 frames resolve a quarter cycle (a walk's four beats). 0: no cap.
+    min_stride_frames: float = 4.0
 
     def __post_init__(self) -> None:
         if self.clips < 1:
@@ -94,6 +101,9 @@ class DataConfig:
         for name in ("orbit_fraction", "blur_fraction", "standing_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
+        if self.min_stride_frames != 0.0 and self.min_stride_frames < 2.0:
+            raise ConfigError(f"--min-stride-frames must be 0 (no cap) or >= 2 (the Nyquist limit), got "
+                              f"{self.min_stride_frames}")
         if not 0.0 <= self.heading_spread_deg <= 180.0:
             raise ConfigError(f"--heading-spread must be in [0, 180] degrees, got {self.heading_spread_deg}")
 
@@ -224,6 +234,9 @@ class DataRenderer:
 
         key = (f"{recipe['gait']}_s{recipe['speed_level']:.2f}_f{recipe['frequency_scale']:.2f}"
                f"_t{recipe['turn_rate']:+.2f}")
+        max_cadence = self.config.fps / self.config.min_stride_frames if self.config.min_stride_frames else None
+        if max_cadence is not None:
+            key += f"_c{max_cadence:.2f}"
         path = self.bank / f"{key}.npz" if self.bank is not None else None
         if key in self._cache:
             return self._cache[key]
@@ -236,8 +249,13 @@ class DataRenderer:
             speed = speed_for_level(recipe["gait"], self.legs, self.stance.leg_length, recipe["speed_level"])
             spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"])
             natural = resolve_spec(spec0, self.legs, self.stance).frequency
-            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"],
-                             frequency=natural * recipe["frequency_scale"])
+            cadence = natural * recipe["frequency_scale"]
+            if max_cadence is not None and cadence > max_cadence:  # slower, same step length
+                speed, turn_rate = speed * max_cadence / cadence, recipe["turn_rate"] * max_cadence / cadence
+                cadence = max_cadence
+            else:
+                turn_rate = recipe["turn_rate"]
+            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=turn_rate, frequency=cadence)
             gait_log = logging.getLogger("akd.gait")
             level = gait_log.level
             gait_log.setLevel(logging.ERROR)  # slow-downs are kept as notes in the spec, not printed per clip
@@ -319,7 +337,8 @@ def make_dataset(out: str | Path, config: DataConfig, progress: bool = True) -> 
     cfg_path = out / CONFIG
     cfg_dict = asdict(config)
     if cfg_path.exists():
-        old = {**asdict(DataConfig()), **json.loads(cfg_path.read_text())}  # keys added later: their defaults
+        # keys added later: their defaults, or the value that reproduces the sets written before them
+        old = {**asdict(DataConfig()), **LEGACY_DEFAULTS, **json.loads(cfg_path.read_text())}
         differ = {k: (old.get(k), v) for k, v in cfg_dict.items() if k != "clips" and old.get(k) != v}
         if differ:
             raise ConfigError(f"{out} holds clips made with other settings {differ} (old, new); use another --out "
