@@ -550,6 +550,8 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         schedule = schedule_from_args(prior_args)
         if schedule is not None:
             run_config.update(timestep_schedule=asdict(schedule))
+        if getattr(prior_args, "sds_denoise_steps", 1) != 1:
+            run_config.update(sds_denoise_steps=prior_args.sds_denoise_steps)
     run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
     with run.running_stage("distill", run_config) as metrics:
         robot.to_urdf(run.file(ROBOT_URDF))

@@ -147,6 +147,16 @@ class GaitSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def slowed_to(self, cadence: float, natural: float) -> GaitSpec:
+        """The same gait played slower: a spec whose cadence ``natural`` Hz (what it resolves to) is above
+        ``cadence`` steps at ``cadence``, with speed and turn rate scaled by the same factor (same step length and
+        path shape, a time-stretch). Unchanged when ``natural <= cadence``."""
+        if natural <= cadence:
+            return self
+        k = cadence / natural
+        return dataclasses.replace(self, speed=self.speed * k, turn_rate=self.turn_rate * k, frequency=cadence,
+                                   step_length=None, notes=list(self.notes))
+
 
 # ----------------------------------------------------------------------------- robot geometry
 @dataclass

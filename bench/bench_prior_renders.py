@@ -8,11 +8,12 @@ lowest error names the prompt the prior prefers; a prior that has learnt the gai
 first. (`bench/bench_prior_captions.py` does the same on held-out training clips.)
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prior_renders.py [MODEL_DIR ...] [--draws 3]
-        [--checkpoint MODEL_DIR/checkpoints/transformer.pt]
+        [--checkpoint MODEL_DIR/checkpoints/transformer.pt] [--min-stride-frames 4]
 
 MODEL_DIR defaults to the shipped prior. About 1.5 min per folder on one CPU core. ``--checkpoint`` scores a
 training checkpoint of `akd prior train --stage transformer` (its transformer weights in the folder's prior; the
-same VAE and text encoder) without writing a folder first.
+same VAE and text encoder) without writing a folder first. ``--min-stride-frames 4`` slows each clip as
+`akd prior data` does by default (2 Hz at 8 fps); use it for priors trained on such data.
 
 Then, per timestep, the contrast of each pair of gaits a, b:
 (e_a(prompt b) - e_a(prompt a)) + (e_b(prompt a) - e_b(prompt b)) x 1000, with e_clip(prompt) the v-MSE: how much
@@ -31,8 +32,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import DistillConfig, fit_clip, render_motion  # noqa: E402
-from akd_core.gait import generate_gait  # noqa: E402
+from akd_core.distill import VIDEO_FPS, DistillConfig, fit_clip, render_motion  # noqa: E402
+from akd_core.gait import generate_gait, generate_gait_result  # noqa: E402
 from akd_core.prior.cogvideox import CogVideoXPrior  # noqa: E402
 from akd_core.prior.default import resolve_video_model  # noqa: E402
 from akd_core.prompt import spec_from_prompt  # noqa: E402
@@ -67,6 +68,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3, help="posterior / noise draws per timestep")
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="score this `akd prior train` transformer checkpoint in the (single) folder's prior")
+    parser.add_argument("--min-stride-frames", type=float, default=0.0, metavar="N",
+                        help="slow each clip to at least N frames per stride, as the prior's data was rendered "
+                             "(`akd prior data --min-stride-frames`; default 0: the gait library's cadence)")
     args = parser.parse_args()
     if args.checkpoint is not None and len(args.models) > 1:
         parser.error("--checkpoint goes with one MODEL_DIR (whose VAE and text encoder it was trained with)")
@@ -87,7 +91,11 @@ def main() -> None:
         correct = 0
         per_t = {}
         for gait in CLIPS:
-            motion = generate_gait(robot, spec_from_prompt(PROMPTS[gait], robot)[0], duration=2.0, fps=50.0)
+            spec = spec_from_prompt(PROMPTS[gait], robot)[0]
+            if args.min_stride_frames:  # as `akd prior data --min-stride-frames` slows the gaits it renders
+                natural = generate_gait_result(robot, spec, duration=2.0, fps=50.0).spec.frequency
+                spec = spec.slowed_to(VIDEO_FPS / args.min_stride_frames, natural)
+            motion = generate_gait(robot, spec, duration=2.0, fps=50.0)
             clip = fit_clip(motion.resample(8.0), prior.num_frames, 8.0)
             video, _ = render_motion(robot, clip, DistillConfig(n_gaussians=2000), prior.width, prior.height)
             per_t[gait] = prompt_errors(prior, video, embeds, args.draws)

@@ -71,6 +71,8 @@ def main() -> None:
                         help="the prompt CFG steers away from (default: the empty prompt)")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
+    parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
+    parser.add_argument("--sds-denoise-steps", type=int, default=1, help="akd distill's --sds-denoise-steps")
     parser.add_argument("--t-min", type=float, default=None, help="akd distill's --t-min")
     parser.add_argument("--t-max", type=float, nargs=2, default=None, help="akd distill's --t-max START END")
     parser.add_argument("--t-anneal", type=float, default=None, help="akd distill's --t-anneal")
@@ -83,6 +85,8 @@ def main() -> None:
         overrides["lambda_skate"] = args.lambda_skate
     if args.lambda_smooth is not None:
         overrides["lambda_smooth"] = args.lambda_smooth
+    if args.sds_weight is not None:
+        overrides["sds_weight"] = args.sds_weight
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:
@@ -92,13 +96,14 @@ def main() -> None:
             if not done:
                 prior_args = None
                 if (args.guidance_scale is not None or args.negative_prompt is not None or args.t_max is not None
-                        or args.t_min is not None):
+                        or args.t_min is not None or args.sds_denoise_steps != 1):
                     prior_args = argparse.Namespace(prior="cogvideox", video_model=args.model,
                                                     guidance_scale=args.guidance_scale or 100.0,
                                                     negative_prompt=args.negative_prompt or "", prior_dtype=None,
                                                     prior_frames=None, prior_height=None, prior_width=None,
                                                     vae_tiling=False, t_min=args.t_min, t_max=args.t_max,
-                                                    t_anneal=args.t_anneal)
+                                                    t_anneal=args.t_anneal,
+                                                    sds_denoise_steps=args.sds_denoise_steps)
                 stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
                               video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
                               prior_args=prior_args, config_overrides=overrides)

@@ -421,6 +421,41 @@ def test_timestep_options_set_the_sds_schedule(tiny_folder):
     with pytest.raises(ConfigError, match="--t-min/--t-max"):
         make_prior_from_args(_parse(base + ["--t-min", "0.3", "--t-max", "0.6", "0.2"], add_prior_arguments), PROMPT)
 
+
+def test_multi_step_sds_target_is_the_ddim_schedulers_sample(tiny_folder):
+    """--sds-denoise-steps K: SDS's target is the sample K deterministic steps of CogVideoX's own DDIM scheduler
+    reach from the noised render (set_timesteps(K), trailing spacing); K = 1 is the paper's one-step x0_hat."""
+    from diffusers import CogVideoXDDIMScheduler
+
+    from akd_core.prior import add_prior_arguments, make_prior_from_args
+
+    args = _parse(["--prior", "cogvideox", "--video-model", str(tiny_folder), "--sds-denoise-steps", "4"],
+                  add_prior_arguments)  # fmt: skip
+    prior = make_prior_from_args(args, PROMPT)
+    assert prior.denoise_steps == 4
+    with torch.no_grad():
+        z = prior.encode(_video(3))
+    noise = torch.randn(z.shape, generator=torch.Generator().manual_seed(4))
+    noisy = prior.add_noise(z, noise, 999)
+    scheduler = CogVideoXDDIMScheduler.from_pretrained(tiny_folder, subfolder="scheduler")
+    scheduler.set_timesteps(4)
+    assert [int(t) for t in scheduler.timesteps] == prior.denoise_timesteps(999, 4) == [999, 749, 499, 249]
+    x = noisy
+    for t in scheduler.timesteps:
+        x = scheduler.step(prior.predict_v(x, int(t)), t, x).prev_sample
+    torch.testing.assert_close(prior.denoise(noisy, 999, 4), x, rtol=1e-4, atol=1e-4)
+    grad, x0_hat = prior.sds_grad(z, 999, noise)
+    torch.testing.assert_close(x0_hat, x, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(grad, z - x0_hat)
+    noisy_600 = prior.add_noise(z, noise, 600)
+    one_step = prior.x0_from_v(noisy_600, prior.predict_v(noisy_600, 600), 600)
+    torch.testing.assert_close(prior.denoise(noisy_600, 600, 1), one_step)
+    assert not torch.allclose(prior.denoise(noisy, 999, 1), x, atol=1e-3)  # the steps matter
+    assert prior.denoise_timesteps(5, 10) == [5, 4, 3, 2, 1, 0]  # never below 0, never repeated
+    with pytest.raises(ConfigError, match="--sds-denoise-steps"):
+        make_prior_from_args(_parse(["--prior", "cogvideox", "--video-model", str(tiny_folder),
+                                     "--sds-denoise-steps", "0"], add_prior_arguments), PROMPT)
+
 def test_cogvideox_15_patching_pads_latent_frames_like_the_pipeline():
     prior = make_tiny_prior(PROMPT, seed=2, patch_size_t=2)  # 3 latent frames -> padded to 4 inside
     with torch.no_grad():

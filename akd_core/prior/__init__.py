@@ -120,6 +120,9 @@ def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
                         help="highest SDS noise level, annealed linearly from START to END (default 0.98 0.5)")
     parser.add_argument("--t-anneal", type=float, default=None, metavar="FRAC",
                         help="fraction of the iterations over which --t-max anneals (default 0.5)")
+    parser.add_argument("--sds-denoise-steps", type=int, default=1, metavar="K",
+                        help="DDIM steps from the noised render to SDS's target (default 1: the paper's one-step "
+                             "prediction; more: a sharp sample of the prior instead of the mean of all)")
     parser.add_argument("--prior-frames", type=int, default=None, help="frames fed to the VAE (8n+1)")
     parser.add_argument("--prior-height", type=int, default=None, help="prior input height in pixels")
     parser.add_argument("--prior-width", type=int, default=None, help="prior input width in pixels")
@@ -159,6 +162,8 @@ def make_prior_from_args(
     schedule = schedule_from_args(args)
     if schedule is not None:
         opts["schedule"] = schedule
+    if getattr(args, "sds_denoise_steps", 1) != 1:
+        opts["denoise_steps"] = args.sds_denoise_steps
     if args.video_model is not None and args.prior != "tiny":
         opts["vae_tiling"] = args.vae_tiling
     return make_prior(args.prior, prompt, args.video_model, target_video, device, dtype, seed, **opts)

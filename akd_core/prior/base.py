@@ -168,13 +168,41 @@ class VideoPrior(ABC):
         sqrt_a, sqrt_1ma = self._alpha(timestep)
         return sqrt_a * noisy_latents - sqrt_1ma * v
 
+    def denoise_timesteps(self, timestep: int, steps: int) -> list[int]:
+        """The timesteps a ``steps``-step denoise from ``timestep`` predicts at: ``timestep`` and then every
+        (timestep + 1) / steps below it ("trailing" spacing, as CogVideoX's scheduler from t = 999)."""
+        stride = max((timestep + 1) / max(steps, 1), 1.0)
+        return sorted({max(round(timestep - k * stride), 0) for k in range(max(steps, 1))}, reverse=True)
+
+    @torch.no_grad()
+    def denoise(self, noisy_latents: Tensor, timestep: int, steps: int = 1) -> Tensor:
+        """x0 reached from z_t by ``steps`` deterministic DDIM steps (eta 0) of the guided velocity.
+
+        steps = 1 is SDS's one-step x0_hat (the posterior mean). More steps land on one sharp sample of the prior
+        instead of the mean of all the videos z_t could have come from (at high noise, a mean over every phase of a
+        gait is a body whose legs do not move); the last step's x0 prediction is returned, as the scheduler's
+        final step does with alphas_cumprod[-1] = 1.
+        """
+        x = noisy_latents.float()
+        times = self.denoise_timesteps(timestep, steps)
+        for k, t in enumerate(times):
+            v = self.predict_v(x, t).float()
+            x0 = self.x0_from_v(x, v, t)
+            if k + 1 < len(times):
+                sqrt_a, sqrt_1ma = self._alpha(t)
+                eps = sqrt_1ma * x + sqrt_a * v
+                sqrt_a_next, sqrt_1ma_next = self._alpha(times[k + 1])
+                x = sqrt_a_next * x0 + sqrt_1ma_next * eps
+        return x0
+
     @torch.no_grad()
     def sds_grad(self, latents: Tensor, timestep: int, noise: Tensor) -> tuple[Tensor, Tensor]:
-        """SDS gradient on latents (1, F', C, h, w) at a fixed timestep and noise -> (grad, x0_hat)."""
+        """SDS gradient on latents (1, F', C, h, w) at a fixed timestep and noise -> (grad, x0_hat).
+
+        x0_hat is :meth:`denoise` with the prior's ``denoise_steps`` (1: the paper's SDS)."""
         latents = latents.detach().float()
         noisy = self.add_noise(latents, noise.float(), timestep)
-        v = self.predict_v(noisy, timestep).float()
-        x0_hat = self.x0_from_v(noisy, v, timestep)
+        x0_hat = self.denoise(noisy, timestep, int(getattr(self, "denoise_steps", 1)))
         grad = torch.nan_to_num(latents - x0_hat, nan=0.0, posinf=0.0, neginf=0.0)
         return grad, x0_hat
 

@@ -69,12 +69,15 @@ class CogVideoXOptions:
     reduction: str = "sum"
     negative_prompt: str = ""
     sample_posterior: bool = True
+    denoise_steps: int = 1  # DDIM steps from z_t to SDS's x0_hat (1: the paper's one-step prediction)
 
     def __post_init__(self) -> None:
         if self.frame_fit not in FRAME_FITS:
             raise ConfigError(f"prior option frame_fit must be one of {FRAME_FITS}, got {self.frame_fit!r}")
         if self.size_fit not in SIZE_FITS:
             raise ConfigError(f"prior option size_fit must be one of {SIZE_FITS}, got {self.size_fit!r}")
+        if self.denoise_steps < 1:
+            raise ConfigError(f"--sds-denoise-steps must be >= 1, got {self.denoise_steps}")
 
 
 # ----------------------------------------------------------------------------- video fitting
@@ -203,6 +206,7 @@ class CogVideoXPrior(VideoPrior):
         self.alphas_cumprod = alphas_cumprod.detach().to("cpu", torch.float64)
         self.schedule = self.options.schedule
         self.guidance_scale = float(self.options.guidance_scale)
+        self.denoise_steps = int(self.options.denoise_steps)
         self.reduction = self.options.reduction
         self.spatial_factor = 2 ** (len(vae.config.block_out_channels) - 1)
         self.frame_multiple = int(getattr(vae, "num_sample_frames_batch_size", 8))

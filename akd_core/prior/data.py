@@ -248,14 +248,10 @@ class DataRenderer:
         else:
             speed = speed_for_level(recipe["gait"], self.legs, self.stance.leg_length, recipe["speed_level"])
             spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"])
-            natural = resolve_spec(spec0, self.legs, self.stance).frequency
-            cadence = natural * recipe["frequency_scale"]
-            if max_cadence is not None and cadence > max_cadence:  # slower, same step length
-                speed, turn_rate = speed * max_cadence / cadence, recipe["turn_rate"] * max_cadence / cadence
-                cadence = max_cadence
-            else:
-                turn_rate = recipe["turn_rate"]
-            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=turn_rate, frequency=cadence)
+            cadence = resolve_spec(spec0, self.legs, self.stance).frequency * recipe["frequency_scale"]
+            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"], frequency=cadence)
+            if max_cadence is not None:
+                spec0 = spec0.slowed_to(max_cadence, cadence)
             gait_log = logging.getLogger("akd.gait")
             level = gait_log.level
             gait_log.setLevel(logging.ERROR)  # slow-downs are kept as notes in the spec, not printed per clip
