@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,6 +76,11 @@ class DistillConfig:
     lambda_skate: float = 3e5
     skate_height: float = 0.02  # m: a foot this high counts half as in contact (the stance threshold of reference.npz)
     sds_weight: float = 1.0
+    # rad: std of Gaussian noise added to every joint angle of every frame of the initial clip (seeded by the distill
+    # seed, clipped into the limits). A still or gliding start is a symmetric point for periodic motion: every phase
+    # of a gait lowers the loss alike, so their gradients cancel there and SDS hardly leaves it. Noise (no gait, no
+    # cadence) breaks the tie. 0: the paper's start.
+    init_noise: float = 0.0
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
     num_frames: int | None = None  # None: the prior's frame count
@@ -108,6 +114,8 @@ class DistillConfig:
         lo, hi = self.camera_elevation_range
         if not -89.0 <= lo <= hi <= 89.0:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
+        if self.init_noise < 0:
+            raise ConfigError(f"--init-noise must be >= 0 rad, got {self.init_noise}")
         if self.lambda_skate < 0 or self.skate_height <= 0:
             raise ConfigError(f"--lambda-skate must be >= 0 and skate_height > 0, got {self.lambda_skate}, "
                               f"{self.skate_height}")
@@ -565,6 +573,8 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         clip_seconds = (num_frames - 1) / config.video_fps
         init_motion = _initial_clip(robot, prompt, init, num_frames, config.video_fps, seed, target_motion,
                                     duration or clip_seconds)
+        if config.init_noise > 0:
+            init_motion = add_init_noise(robot, init_motion, config.init_noise, seed)
         frame_on = None
         prior_obj = base_prior
         if target_motion is not None:
@@ -603,6 +613,15 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
             metrics.update({"initial_joint_err_rad": float(err0), "final_joint_err_rad": float(err1),
                             "joint_err_reduction": float(1 - err1 / max(err0, 1e-12))})
     return run.stage("distill").get("metrics", {})
+
+
+def add_init_noise(robot: Robot, motion: Motion, std: float, seed: int) -> Motion:
+    """A copy of ``motion`` whose joint angles carry i.i.d. Gaussian noise of ``std`` rad (every joint, every
+    frame; from the stream (seed, 7)), clipped into the URDF limits (DistillConfig.init_noise)."""
+    rng = np.random.default_rng([seed, 7])
+    noisy = motion.joint_pos + rng.normal(0.0, std, motion.joint_pos.shape)
+    return dataclasses.replace(motion, joint_pos=np.clip(noisy, robot.lower, robot.upper).astype(
+        motion.joint_pos.dtype))
 
 
 def _initial_clip(robot: Robot, prompt: str, init: str, num_frames: int, fps: float, seed: int,
@@ -657,6 +676,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of the feet's sliding speed while on the ground (m/s; default 3e5; 0: the "
                              "paper's objective, which lets the feet glide under a moving body)")
+    parser.add_argument("--init-noise", type=float, default=None, metavar="RAD",
+                        help="std of random noise added to the initial clip's joint angles (default 0): breaks the "
+                             "symmetry of a still start, where every phase of a gait pulls alike")
     parser.add_argument("--n-gaussians", type=int, default=None)
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
@@ -681,7 +703,7 @@ def cli(args: argparse.Namespace) -> int:
                                    ("n_gaussians", args.n_gaussians), ("width", args.width),
                                    ("height", args.height), ("backend", args.backend), ("camera", args.camera),
                                    ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),
-                                   ("lr_final", args.lr_final)) if v is not None}
+                                   ("lr_final", args.lr_final), ("init_noise", args.init_noise)) if v is not None}
     metrics = stage_distill(run, robot_spec=args.robot, prompt=args.prompt, prior=args.prior,
                             video_model=args.video_model, target=args.target, iterations=args.iterations,
                             init=args.init, fps=args.fps, seed=args.seed, package_paths=args.package_path,

@@ -71,6 +71,7 @@ def main() -> None:
                         help="the prompt CFG steers away from (default: the empty prompt)")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
+    parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
     parser.add_argument("--sds-denoise-steps", type=int, default=1, help="akd distill's --sds-denoise-steps")
     parser.add_argument("--t-min", type=float, default=None, help="akd distill's --t-min")
@@ -87,6 +88,8 @@ def main() -> None:
         overrides["lambda_smooth"] = args.lambda_smooth
     if args.sds_weight is not None:
         overrides["sds_weight"] = args.sds_weight
+    if args.init_noise is not None:
+        overrides["init_noise"] = args.init_noise
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:

@@ -343,3 +343,22 @@ def test_a_killed_or_interrupted_distill_stops_through_its_checkpoint(tmp_path, 
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert torch.load(checkpoint, weights_only=False)["iteration"] == done + 1
+
+
+def test_init_noise_perturbs_every_joint_within_the_limits():
+    """--init-noise: the start gets i.i.d. noise of the given std on every joint and frame (reproducible from the
+    seed, clipped into the URDF limits); the root path is untouched; a negative std is refused."""
+    from akd_core.distill import add_init_noise, constant_velocity_init, standing_height
+
+    robot = load_robot("quadruped")
+    start = constant_velocity_init(robot, 49, 8.0, speed=0.5, height=standing_height(robot))
+    noisy = add_init_noise(robot, start, 0.1, seed=3)
+    delta = noisy.joint_pos - start.joint_pos
+    assert abs(float(delta.std()) - 0.1) < 0.02 and (np.abs(delta) > 1e-6).mean() > 0.5
+    assert (noisy.joint_pos >= robot.lower - 1e-6).all() and (noisy.joint_pos <= robot.upper + 1e-6).all()
+    np.testing.assert_array_equal(noisy.root_pos, start.root_pos)
+    np.testing.assert_array_equal(add_init_noise(robot, start, 0.1, seed=3).joint_pos, noisy.joint_pos)
+    assert not np.array_equal(add_init_noise(robot, start, 0.1, seed=4).joint_pos, noisy.joint_pos)
+    np.testing.assert_array_equal(start.joint_pos, np.tile(robot.default_joint_pos(), (49, 1)))  # not modified
+    with pytest.raises(ConfigError, match="--init-noise"):
+        DistillConfig(init_noise=-0.1)
