@@ -127,6 +127,7 @@ class VideoPrior(ABC):
     guidance_scale: float
     reduction: str
     prompt: str
+    denoise_steps: int = 1  # DDIM steps to SDS's target (:meth:`denoise`); 1: the paper's one-step x0_hat
 
     @property
     def num_train_timesteps(self) -> int:
@@ -202,7 +203,7 @@ class VideoPrior(ABC):
         x0_hat is :meth:`denoise` with the prior's ``denoise_steps`` (1: the paper's SDS)."""
         latents = latents.detach().float()
         noisy = self.add_noise(latents, noise.float(), timestep)
-        x0_hat = self.denoise(noisy, timestep, int(getattr(self, "denoise_steps", 1)))
+        x0_hat = self.denoise(noisy, timestep, self.denoise_steps)
         grad = torch.nan_to_num(latents - x0_hat, nan=0.0, posinf=0.0, neginf=0.0)
         return grad, x0_hat
 
