@@ -11,7 +11,7 @@ a clip whose legs hardly move is classified from a few centimetres of body bob.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prompt_gait.py [MODEL_DIR] [--seeds 0 1 2]
         [--iterations 300] [--init standing|constant] [--out runs/prompt_gait] [--guidance-scale G]
-        [--negative-prompt TEXT]
+        [--negative-prompt TEXT] [--t-max START END] [--sds-denoise-steps K] [--init-noise RAD] (akd distill's options)
 
 MODEL_DIR defaults to the shipped prior (``akd_core.prior.default``). Runs already finished under --out are
 re-read, not re-run (delete the folder to start over).
@@ -33,6 +33,7 @@ from akd_core.distill import clip_feet, stage_distill  # noqa: E402
 from akd_core.gait_classify import classify_gait  # noqa: E402
 from akd_core.metrics import motion_metrics  # noqa: E402
 from akd_core.motion import Motion  # noqa: E402
+from akd_core.prior import add_prior_arguments  # noqa: E402
 from akd_core.robot import load_robot  # noqa: E402
 from akd_core.rundir import RunDir  # noqa: E402
 
@@ -66,20 +67,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--init", choices=("standing", "constant"), default="standing")
-    parser.add_argument("--guidance-scale", type=float, default=None)
-    parser.add_argument("--negative-prompt", default=None,
-                        help="the prompt CFG steers away from (default: the empty prompt)")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
     parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
-    parser.add_argument("--sds-denoise-steps", type=int, default=1, help="akd distill's --sds-denoise-steps")
-    parser.add_argument("--t-min", type=float, default=None, help="akd distill's --t-min")
-    parser.add_argument("--t-max", type=float, nargs=2, default=None, help="akd distill's --t-max START END")
-    parser.add_argument("--t-anneal", type=float, default=None, help="akd distill's --t-anneal")
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of distill's foot-sliding term (default: DistillConfig's)")
+    add_prior_arguments(parser)  # akd distill's prior options: --guidance-scale, --t-max, --sds-denoise-steps, ...
+    parser.set_defaults(prior="cogvideox")
     args = parser.parse_args()
+    if args.prior != "cogvideox" or args.video_model is not None:
+        parser.error("the prior is the MODEL_DIR folder's (CogVideoX code path); give it as the positional argument")
+    args.video_model = args.model
     robot = load_robot("quadruped")
     overrides = {"video_every": 0}
     if args.lambda_skate is not None:
@@ -97,19 +96,9 @@ def main() -> None:
             tic = time.perf_counter()
             done = run.stage("distill").get("status") == "done"
             if not done:
-                prior_args = None
-                if (args.guidance_scale is not None or args.negative_prompt is not None or args.t_max is not None
-                        or args.t_min is not None or args.sds_denoise_steps != 1):
-                    prior_args = argparse.Namespace(prior="cogvideox", video_model=args.model,
-                                                    guidance_scale=args.guidance_scale or 100.0,
-                                                    negative_prompt=args.negative_prompt or "", prior_dtype=None,
-                                                    prior_frames=None, prior_height=None, prior_width=None,
-                                                    vae_tiling=False, t_min=args.t_min, t_max=args.t_max,
-                                                    t_anneal=args.t_anneal,
-                                                    sds_denoise_steps=args.sds_denoise_steps)
                 stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
                               video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
-                              prior_args=prior_args, config_overrides=overrides)
+                              prior_args=args, config_overrides=overrides)
             metrics = run.stage("distill").get("metrics", {})
             motion = Motion.load(run.file("reference.npz"), robot)
             swing = classify_gait(robot, motion).amplitude_m  # peak-to-peak foot heights: do the legs move at all?
