@@ -66,6 +66,7 @@ class DistillConfig:
     lr_joint: float = 2e-2
     lr_root: float = 5e-3
     lambda_smooth: float = 2e5  # paper
+    smooth_norm: str = "l1"  # paper; "l2": the mean squared Laplacian (no force on small swings)
     lambda_ground: float = 1e7  # paper
     lambda_float: float = 1e6  # AKD: keeps the body on the ground (0: the paper's objective)
     # metres the lowest corner may sit above z = 0 for free: the term stays silent while the body is on the ground
@@ -114,6 +115,8 @@ class DistillConfig:
         lo, hi = self.camera_elevation_range
         if not -89.0 <= lo <= hi <= 89.0:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
+        if self.smooth_norm not in SMOOTH_NORMS:
+            raise ConfigError(f"--smooth-norm must be one of {', '.join(SMOOTH_NORMS)}, got {self.smooth_norm!r}")
         if self.init_noise < 0:
             raise ConfigError(f"--init-noise must be >= 0 rad, got {self.init_noise}")
         if self.lambda_skate < 0 or self.skate_height <= 0:
@@ -179,11 +182,17 @@ class MotionParameters(torch.nn.Module):
         return torch.cat([self.joint_pos, self.root_pos, self.root_rotvec], -1)
 
 
-def smoothness_loss(params: Tensor) -> Tensor:
-    """Mean |Theta_{i-1} - 2 Theta_i + Theta_{i+1}| over interior frames (MAE of the temporal Laplacian)."""
+SMOOTH_NORMS = ("l1", "l2")
+
+
+def smoothness_loss(params: Tensor, norm: str = "l1") -> Tensor:
+    """Mean |Theta_{i-1} - 2 Theta_i + Theta_{i+1}| over interior frames (MAE of the temporal Laplacian, the
+    paper's), or with ``norm="l2"`` its mean square. L1 pushes every parameter with the same force however small
+    its swing, which holds a still start still; L2's force vanishes with the swing."""
     if params.shape[0] < 3:
         return params.sum() * 0.0
-    return (params[:-2] - 2 * params[1:-1] + params[2:]).abs().mean()
+    laplacian = params[:-2] - 2 * params[1:-1] + params[2:]
+    return laplacian.abs().mean() if norm == "l1" else laplacian.pow(2).mean()
 
 
 def ground_loss(corner_z: Tensor) -> Tensor:
@@ -408,7 +417,7 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             video = renderer.render_view(means, covars, view)  # (F, 3, H, W)
             prior.set_view(view)
             sds, info = prior.sds_loss(video, iteration, config.iterations, generator)
-            smooth = smoothness_loss(params.all_params())
+            smooth = smoothness_loss(params.all_params(), config.smooth_norm)
             corner_z = renderer.corners_z(link_pos, link_rot)
             ground = ground_loss(corner_z)
             floating = float_loss(corner_z, config.float_clearance)
@@ -676,6 +685,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of the feet's sliding speed while on the ground (m/s; default 3e5; 0: the "
                              "paper's objective, which lets the feet glide under a moving body)")
+    parser.add_argument("--smooth-norm", choices=SMOOTH_NORMS, default=None,
+                        help="l1 (default, the paper's): mean |temporal Laplacian|; l2: its mean square, which does "
+                             "not hold small swings still (pair with a --lambda-smooth of its own scale)")
     parser.add_argument("--init-noise", type=float, default=None, metavar="RAD",
                         help="std of random noise added to the initial clip's joint angles (default 0): breaks the "
                              "symmetry of a still start, where every phase of a gait pulls alike")
@@ -703,7 +715,8 @@ def cli(args: argparse.Namespace) -> int:
                                    ("n_gaussians", args.n_gaussians), ("width", args.width),
                                    ("height", args.height), ("backend", args.backend), ("camera", args.camera),
                                    ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),
-                                   ("lr_final", args.lr_final), ("init_noise", args.init_noise)) if v is not None}
+                                   ("lr_final", args.lr_final), ("init_noise", args.init_noise),
+                                   ("smooth_norm", args.smooth_norm)) if v is not None}
     metrics = stage_distill(run, robot_spec=args.robot, prompt=args.prompt, prior=args.prior,
                             video_model=args.video_model, target=args.target, iterations=args.iterations,
                             init=args.init, fps=args.fps, seed=args.seed, package_paths=args.package_path,

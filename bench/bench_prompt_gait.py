@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--init", choices=("standing", "constant"), default="standing")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
+    parser.add_argument("--smooth-norm", choices=("l1", "l2"), default=None, help="akd distill's --smooth-norm")
     parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
     parser.add_argument("--lambda-skate", type=float, default=None,
@@ -89,6 +90,8 @@ def main() -> None:
         overrides["sds_weight"] = args.sds_weight
     if args.init_noise is not None:
         overrides["init_noise"] = args.init_noise
+    if args.smooth_norm is not None:
+        overrides["smooth_norm"] = args.smooth_norm
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:

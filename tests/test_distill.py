@@ -362,3 +362,21 @@ def test_init_noise_perturbs_every_joint_within_the_limits():
     np.testing.assert_array_equal(start.joint_pos, np.tile(robot.default_joint_pos(), (49, 1)))  # not modified
     with pytest.raises(ConfigError, match="--init-noise"):
         DistillConfig(init_noise=-0.1)
+
+
+def test_l2_smoothness_has_no_dead_zone_at_a_still_start():
+    """--smooth-norm l2: the mean squared temporal Laplacian. Its gradient on a small swing shrinks with the swing,
+    where the paper's L1 pushes back with the same force however small (so a still start stays still)."""
+    params = torch.tensor([[0.0], [1.0], [0.0], [1.0]])
+    assert float(smoothness_loss(params, "l2")) == pytest.approx((4 + 4) / 2)  # Laplacians -2, 2
+    swing = torch.sin(torch.arange(9.0) * torch.pi / 2 + torch.pi / 4)[:, None]  # 2 Hz at 8 fps: 4 frames/stride
+
+    def grad_norm(norm: str, amplitude: float) -> float:
+        x = (amplitude * swing).requires_grad_(True)
+        smoothness_loss(x, norm).backward()
+        return float(x.grad.norm())
+
+    assert grad_norm("l1", 1e-3) == pytest.approx(grad_norm("l1", 1e-1))
+    assert grad_norm("l2", 1e-3) == pytest.approx(grad_norm("l2", 1e-1) / 100)
+    with pytest.raises(ConfigError, match="--smooth-norm"):
+        DistillConfig(smooth_norm="huber")
