@@ -706,17 +706,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="learning-rate multiplier reached at the end (linear decay over the last 40%%)")
 
 
+# DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
+CONFIG_OPTIONS = ("lambda_smooth", "smooth_norm", "lambda_ground", "lambda_float", "lambda_skate", "init_noise",
+                  "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
+
+
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """{field: value} for the CONFIG_OPTIONS ``args`` sets (present and not None)."""
+    return {k: getattr(args, k) for k in CONFIG_OPTIONS if getattr(args, k, None) is not None}
+
+
 def cli(args: argparse.Namespace) -> int:
     run = RunDir(args.out, create=True)
     if args.resume and not run.file("distill").joinpath(CHECKPOINT).exists():
         raise RunDirError(f"--resume: no checkpoint in {run.file('distill')}; start without --resume")
-    overrides = {k: v for k, v in (("lambda_smooth", args.lambda_smooth), ("lambda_ground", args.lambda_ground),
-                                   ("lambda_float", args.lambda_float), ("lambda_skate", args.lambda_skate),
-                                   ("n_gaussians", args.n_gaussians), ("width", args.width),
-                                   ("height", args.height), ("backend", args.backend), ("camera", args.camera),
-                                   ("camera_margin", args.camera_margin), ("blur_px", args.blur_px),
-                                   ("lr_final", args.lr_final), ("init_noise", args.init_noise),
-                                   ("smooth_norm", args.smooth_norm)) if v is not None}
+    overrides = config_overrides(args)
     metrics = stage_distill(run, robot_spec=args.robot, prompt=args.prompt, prior=args.prior,
                             video_model=args.video_model, target=args.target, iterations=args.iterations,
                             init=args.init, fps=args.fps, seed=args.seed, package_paths=args.package_path,

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import clip_feet, stage_distill  # noqa: E402
+from akd_core.distill import SMOOTH_NORMS, clip_feet, config_overrides, stage_distill  # noqa: E402
 from akd_core.gait_classify import classify_gait  # noqa: E402
 from akd_core.metrics import motion_metrics  # noqa: E402
 from akd_core.motion import Motion  # noqa: E402
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--init", choices=("standing", "constant"), default="standing")
     parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
-    parser.add_argument("--smooth-norm", choices=("l1", "l2"), default=None, help="akd distill's --smooth-norm")
+    parser.add_argument("--smooth-norm", choices=SMOOTH_NORMS, default=None, help="akd distill's --smooth-norm")
     parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
     parser.add_argument("--lambda-skate", type=float, default=None,
@@ -81,17 +81,9 @@ def main() -> None:
         parser.error("the prior is the MODEL_DIR folder's (CogVideoX code path); give it as the positional argument")
     args.video_model = args.model
     robot = load_robot("quadruped")
-    overrides = {"video_every": 0}
-    if args.lambda_skate is not None:
-        overrides["lambda_skate"] = args.lambda_skate
-    if args.lambda_smooth is not None:
-        overrides["lambda_smooth"] = args.lambda_smooth
+    overrides = {"video_every": 0, **config_overrides(args)}
     if args.sds_weight is not None:
         overrides["sds_weight"] = args.sds_weight
-    if args.init_noise is not None:
-        overrides["init_noise"] = args.init_noise
-    if args.smooth_norm is not None:
-        overrides["smooth_norm"] = args.smooth_norm
     rows = []
     for gait in args.gaits:
         for seed in args.seeds:
