@@ -34,6 +34,7 @@ import argparse
 import csv
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
 CAMERA_MODES = ("follow", "fixed", "orbit")
+PARAMETRISATIONS = ("frames", "phase")
 VIDEO_FPS = 8.0  # CogVideoX generates 8 frames per second (49 frames = 6 s)
 
 
@@ -82,6 +84,26 @@ class DistillConfig:
     # of a gait lowers the loss alike, so their gradients cancel there and SDS hardly leaves it. Noise (no gait, no
     # cadence) breaks the tie. 0: the paper's start.
     init_noise: float = 0.0
+    # what SDS optimises: "frames" (the paper's per-frame joint angles) or "phase" (akd_core.leg_cycles: one leg
+    # cycle from the gait library that every leg repeats with its own phase; the phases, the cycle's Fourier
+    # coefficients, the root and the joints outside the legs are the parameters, and the start phases are random)
+    param: str = "frames"
+    lr_phase: float = 0.01  # cycles per Adam step of the leg phases (--param phase)
+    # --param phase: rad (m for the root) per Adam step of everything but the phases: the cycle's Fourier
+    # coefficients, the body joints and the root pose. Small: the phase search has set the gait, the steps polish
+    # (at lr_joint / lr_root the contact terms jolt the root and the SDS loss of the oracle's known answer rises)
+    lr_cycle: float = 1e-3
+    cycle_harmonics: int = 3  # harmonics of the leg cycle (--param phase)
+    # --param phase: the start stride's cadence is capped at video_fps / this (the prior's training clips,
+    # `akd prior data --min-stride-frames`), its speed slowed with it
+    min_stride_frames: float = 4.0
+    # --param phase: before the gradient steps, a coordinate search over each leg's phase (grid points per cycle;
+    # 0: off) scored by the prior's denoising error at these timesteps, `phase_search_draws` noises each (the
+    # same for every candidate), from the configured camera (leg_cycles.search_phases)
+    phase_search_grid: int = 8
+    phase_search_sweeps: int = 2
+    phase_search_timesteps: tuple[int, ...] = (100, 250, 400, 550)
+    phase_search_draws: int = 2
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
     num_frames: int | None = None  # None: the prior's frame count
@@ -117,6 +139,17 @@ class DistillConfig:
             raise ConfigError(f"camera_elevation_range must satisfy -89 <= low <= high <= 89 degrees, got {(lo, hi)}")
         if self.smooth_norm not in SMOOTH_NORMS:
             raise ConfigError(f"--smooth-norm must be one of {', '.join(SMOOTH_NORMS)}, got {self.smooth_norm!r}")
+        if self.param not in PARAMETRISATIONS:
+            raise ConfigError(f"--param must be one of {', '.join(PARAMETRISATIONS)}, got {self.param!r}")
+        if self.phase_search_grid < 0 or self.phase_search_sweeps < 1 or self.phase_search_draws < 1 or not all(
+                0 < t < 1000 for t in self.phase_search_timesteps):
+            raise ConfigError("phase_search_grid must be >= 0, phase_search_sweeps and phase_search_draws >= 1, and "
+                              f"phase_search_timesteps in (0, 1000); got {self.phase_search_grid}, "
+                              f"{self.phase_search_sweeps}, {self.phase_search_draws}, {self.phase_search_timesteps}")
+        if self.lr_phase <= 0 or self.lr_cycle < 0 or self.cycle_harmonics < 1 or self.min_stride_frames < 0:
+            raise ConfigError(f"--lr-phase must be > 0, --lr-cycle >= 0, --cycle-harmonics >= 1 and "
+                              f"--min-stride-frames >= 0, got {self.lr_phase}, {self.lr_cycle}, "
+                              f"{self.cycle_harmonics}, {self.min_stride_frames}")
         if self.init_noise < 0:
             raise ConfigError(f"--init-noise must be >= 0 rad, got {self.init_noise}")
         if self.lambda_skate < 0 or self.skate_height <= 0:
@@ -259,9 +292,16 @@ class ClipRenderer:
         self.foot_idx = torch.as_tensor([self.robot.link_index(n) for n in names], dtype=torch.long)
         self.foot_pts = torch.as_tensor(np.asarray(offsets, dtype=np.float32).reshape(len(names), 3))
 
-    def link_poses(self, params: MotionParameters) -> tuple[Tensor, Tensor]:
+    def link_poses(self, params: MotionParameters, detach_legs: bool = False) -> tuple[Tensor, Tensor]:
+        """FK of the clip; ``detach_legs``: with the leg joints' angles detached (PhaseMotionParameters: a term
+        computed from these poses moves the root and the body joints only)."""
         root_quat = _matrix_to_quat_xyzw(params.root_rot())
-        return self.fk(params.root_pos, root_quat, params.joint_pos)
+        joint_pos = params.joint_pos
+        if detach_legs:
+            legs = torch.zeros(joint_pos.shape[-1], dtype=torch.bool)
+            legs[params.dofs] = True
+            joint_pos = torch.where(legs, joint_pos.detach(), joint_pos)
+        return self.fk(params.root_pos, root_quat, joint_pos)
 
     def pose(self, link_pos: Tensor, link_rot: Tensor) -> tuple[Tensor, Tensor]:
         return self.asset.pose(link_pos, link_rot)  # means (F,N,3), covars (F,N,3,3)
@@ -343,12 +383,17 @@ class DistillResult:
     motion: Motion
     history: list[dict[str, float]]
     iterations_run: int
+    phase_search: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # --param phase: scored candidates
 
 
 def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_dir: Path | None = None,
             resume: bool = False, fixed_camera: tuple[Tensor, Tensor] | None = None,
-            progress: bool = True, max_steps: int | None = None, frame_on: Tensor | None = None) -> DistillResult:
+            progress: bool = True, max_steps: int | None = None, frame_on: Tensor | None = None,
+            phase_start: tuple[Any, np.ndarray] | None = None) -> DistillResult:
     """Optimise ``init`` (at config.video_fps, prior frame count) under the prior; returns the distilled clip.
+
+    ``config.param == "phase"`` needs ``phase_start``: the (LegCycle, start phases) of akd_core.leg_cycles
+    (:func:`phase_start_clip` makes both and ``init``).
 
     out_dir receives checkpoint.pt, losses.csv and periodic videos; with ``resume`` the optimisation
     continues from the checkpoint there (same parameters, optimiser state and random stream).
@@ -361,11 +406,20 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
     renderer = ClipRenderer(robot, width, height, config.n_gaussians, config.seed, config.backend, _view(config))
     foot_names, foot_offsets = clip_feet(robot, init)
     renderer.set_feet(foot_names, foot_offsets)
-    params = MotionParameters(init, robot)
-    optimizer = torch.optim.Adam([
-        {"params": [params.joint_pos], "lr": config.lr_joint},
-        {"params": [params.root_pos, params.root_rotvec], "lr": config.lr_root},
-    ], eps=config.adam_eps)
+    if config.param == "phase":
+        from .leg_cycles import PhaseMotionParameters
+
+        if phase_start is None:
+            raise ConfigError("distill(config.param='phase') needs phase_start=(LegCycle, phases); "
+                              "see akd_core.distill.phase_start_clip")
+        params = PhaseMotionParameters(init, robot, *phase_start)
+        groups = [([params.coeffs, params.body_joint_pos, params.root_pos, params.root_rotvec], config.lr_cycle),
+                  ([params.phase], config.lr_phase)]
+    else:
+        params = MotionParameters(init, robot)
+        groups = [([params.joint_pos], config.lr_joint), ([params.root_pos, params.root_rotvec], config.lr_root)]
+    optimizer = torch.optim.Adam([{"params": p, "lr": lr} for p, lr in groups], eps=config.adam_eps)
+    base_lrs = [lr for _, lr in groups]
     generator = torch.Generator(device="cpu").manual_seed(config.seed)
     start, history = 0, []
     ckpt_path = out_dir / CHECKPOINT if out_dir is not None else None
@@ -381,7 +435,6 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
         with torch.no_grad():
             means, _ = renderer.pose(*renderer.link_poses(params))
         camera = renderer.camera(frame_on if frame_on is not None else means)
-    base_lrs = [config.lr_joint, config.lr_root]  # the param-group order above
 
     def view_at(step: int, means: Tensor) -> RenderView:
         framing = frame_on if frame_on is not None else means
@@ -393,6 +446,13 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
         else:
             viewmats, K = camera if camera is not None else renderer.camera(framing)
         return RenderView(viewmats, K, config.blur_at(step))
+
+    search_rows: list[dict[str, Any]] = []
+    if config.param == "phase" and config.phase_search_grid > 0 and start == 0:
+        search_rows = _search_start_phases(params, renderer, prior, config, frame_on, camera, progress)
+        if out_dir is not None:
+            _write_losses(out_dir / "phase_search.csv", [{**r, "phases": " ".join(map(str, r["phases"]))}
+                                                         for r in search_rows])
 
     def save_checkpoint(iteration: int) -> None:
         if ckpt_path is None:
@@ -418,6 +478,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             prior.set_view(view)
             sds, info = prior.sds_loss(video, iteration, config.iterations, generator)
             smooth = smoothness_loss(params.all_params(), config.smooth_norm)
+            if config.param == "phase":  # the contact terms move the root and body, not the legs' phases and cycle
+                link_pos, link_rot = renderer.link_poses(params, detach_legs=True)
             corner_z = renderer.corners_z(link_pos, link_rot)
             ground = ground_loss(corner_z)
             floating = float_loss(corner_z, config.float_clearance)
@@ -430,6 +492,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
             row = {"iteration": iteration, "loss": loss.item(), "sds": sds.item(), "smooth": smooth.item(),
                    "ground": ground.item(), "float": floating.item(), "skate": skate.item(),
                    "timestep": int(info.get("timestep", -1)), "blur_px": view.blur_px}
+            if config.param == "phase":  # the legs' phases relative to the first leg, in cycles
+                row.update({f"phase_{i}": round(float(p), 4) for i, p in enumerate(params.relative_phases())})
             history.append(row)
             bar.set_postfix(sds=f"{row['sds']:.3g}", smooth=f"{row['smooth']:.2e}", ground=f"{row['ground']:.2e}",
                             t=row["timestep"])
@@ -447,7 +511,55 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
         motion = Motion(fps=init.fps, joint_names=robot.joint_names, joint_pos=params.joint_pos.numpy().copy(),
                         root_pos=params.root_pos.numpy().copy(), root_quat=_matrix_to_quat_xyzw(rot).numpy(),
                         foot_names=foot_names, foot_offsets=foot_offsets, prompt=init.prompt)
-    return DistillResult(motion=motion, history=history, iterations_run=stop - start)
+    return DistillResult(motion=motion, history=history, iterations_run=stop - start, phase_search=search_rows)
+
+
+def phase_scorer(params: Any, renderer: ClipRenderer, prior: Any, config: DistillConfig,
+                 frame_on: Tensor | None = None, camera: tuple[Tensor, Tensor] | None = None
+                 ) -> Callable[[np.ndarray], float]:
+    """phases (L,) -> the prior's mean denoising error of ``params`` (a PhaseMotionParameters, whose ``phase`` it
+    sets) rendered with those phases: over config.phase_search_timesteps x phase_search_draws fixed
+    (timestep, noise) draws and one fixed VAE sample, seen from the configured camera without blur (orbit: its
+    base direction). The same draws score every candidate, so differences are the clips' (common random
+    numbers)."""
+    draws: list[tuple[int, Tensor]] = []
+    gen = torch.Generator().manual_seed(config.seed * 1000 + 13)
+
+    @torch.no_grad()
+    def score(phases: np.ndarray) -> float:
+        params.phase.copy_(torch.as_tensor(np.asarray(phases), dtype=params.phase.dtype))
+        link_pos, link_rot = renderer.link_poses(params)
+        means, covars = renderer.pose(link_pos, link_rot)
+        viewmats, K = camera if camera is not None else renderer.camera(frame_on if frame_on is not None else means)
+        view = RenderView(viewmats, K, 0.0)
+        video = renderer.render_view(means, covars, view)
+        prior.set_view(view)
+        latents = prior.encode(video, generator=torch.Generator().manual_seed(config.seed))
+        if not draws:
+            for t in config.phase_search_timesteps:
+                for _ in range(config.phase_search_draws):
+                    draws.append((int(t), torch.randn(latents.shape, generator=gen)))
+        return float(np.mean([prior.denoising_error(latents, t, noise.to(latents.device)) for t, noise in draws]))
+
+    return score
+
+
+def _search_start_phases(params: Any, renderer: ClipRenderer, prior: Any, config: DistillConfig,
+                         frame_on: Tensor | None, camera: tuple[Tensor, Tensor] | None,
+                         progress: bool) -> list[dict[str, Any]]:
+    """Set ``params.phase`` (a PhaseMotionParameters) to the best of leg_cycles.search_phases under
+    :func:`phase_scorer`; returns the scored candidates."""
+    from .leg_cycles import search_phases
+
+    score = phase_scorer(params, renderer, prior, config, frame_on, camera)
+    with torch.no_grad():
+        start = params.phase.detach().numpy().astype(np.float64)
+    best, rows = search_phases(score, start, config.phase_search_grid, config.phase_search_sweeps, progress)
+    with torch.no_grad():
+        params.phase.copy_(torch.as_tensor(best, dtype=params.phase.dtype))
+    log.info("phase search: %d candidates, start %.5g -> best %.5g at phases %s", len(rows), rows[0]["score"],
+             min(r["score"] for r in rows), np.round(best, 3).tolist())
+    return rows
 
 
 def render_motion(robot: Robot, motion: Motion, config: DistillConfig, width: int, height: int,
@@ -580,8 +692,14 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
             base_prior = make_prior(base_name, prompt, video_model=video_model, seed=seed)
         num_frames = config.num_frames or base_prior.num_frames
         clip_seconds = (num_frames - 1) / config.video_fps
-        init_motion = _initial_clip(robot, prompt, init, num_frames, config.video_fps, seed, target_motion,
-                                    duration or clip_seconds)
+        phase_start = None
+        if config.param == "phase":
+            init_motion, phase_start = phase_start_clip(robot, prompt, init, num_frames, config, seed)
+            run_config.update(cycle_hz=phase_start[0].frequency, cycle_speed=phase_start[0].speed,
+                              start_phases=[round(float(p), 4) for p in phase_start[1]])
+        else:
+            init_motion = _initial_clip(robot, prompt, init, num_frames, config.video_fps, seed, target_motion,
+                                        duration or clip_seconds)
         if config.init_noise > 0:
             init_motion = add_init_noise(robot, init_motion, config.init_noise, seed)
         frame_on = None
@@ -596,7 +714,8 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                                                     target_renderer=render_target, space=oracle_space)
         out_dir = run.file("distill")
         out_dir.mkdir(exist_ok=True)
-        result = distill(robot, prior_obj, init_motion, config, out_dir, resume=resume, frame_on=frame_on)
+        result = distill(robot, prior_obj, init_motion, config, out_dir, resume=resume, frame_on=frame_on,
+                         phase_start=phase_start)
         motion = result.motion
         motion.prompt = prompt
         reference = motion.resample(fps)
@@ -615,6 +734,13 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
         metrics.update(feasibility_summary(robot, reference))  # of the written reference.npz
         gait = classify_gait(robot, motion)  # the distilled frames themselves (reference.npz interpolates them)
         metrics.update({"gait_class": gait.gait, "gait_confidence": round(gait.confidence, 3)})
+        if phase_start is not None:
+            metrics.update(cycle_hz=phase_start[0].frequency, leg_labels=phase_start[0].labels,
+                           leg_phases=[final.get(f"phase_{i}") for i in range(len(phase_start[1]))])
+            if result.phase_search:
+                best = min(result.phase_search, key=lambda r: r["score"])
+                metrics.update(phase_search_candidates=len(result.phase_search),
+                               phase_search_phases=[round((p - best["phases"][0]) % 1.0, 4) for p in best["phases"]])
         if target_motion is not None:
             target_clip = fit_clip(target_motion, num_frames, config.video_fps)
             err0 = np.abs(init_motion.joint_pos - target_clip.joint_pos).mean()
@@ -631,6 +757,31 @@ def add_init_noise(robot: Robot, motion: Motion, std: float, seed: int) -> Motio
     noisy = motion.joint_pos + rng.normal(0.0, std, motion.joint_pos.shape)
     return dataclasses.replace(motion, joint_pos=np.clip(noisy, robot.lower, robot.upper).astype(
         motion.joint_pos.dtype))
+
+
+def phase_start_clip(robot: Robot, prompt: str, init: str, num_frames: int, config: DistillConfig,
+                     seed: int) -> tuple[Motion, tuple[Any, np.ndarray]]:
+    """``--param phase``: the start clip and (LegCycle, start phases) of :mod:`akd_core.leg_cycles`.
+
+    The cycle is the gait library's stride at the prompt's speed (``standing``: 0, stepping in place), its cadence
+    capped at video_fps / min_stride_frames. The phases are random (seeded: no gait preferred) for ``--init
+    constant`` / ``standing``, and the prompt's pattern for ``--init gait``."""
+    from .gait import phase_offsets
+    from .leg_cycles import cycle_clip, library_cycle, pattern_phases, random_phases
+    from .legs import find_legs
+    from .prompt import spec_from_prompt
+
+    if init not in ("gait", "constant", "standing"):
+        raise ConfigError(f"--init must be gait, constant or standing, got {init!r}")
+    legs = find_legs(robot)
+    spec, _notes = spec_from_prompt(prompt, robot, legs)
+    cap = config.video_fps / config.min_stride_frames if config.min_stride_frames > 0 else None
+    cycle = library_cycle(robot, legs, 0.0 if init == "standing" else spec.speed, cap, config.cycle_harmonics)
+    if init == "gait":
+        phases = pattern_phases(cycle, phase_offsets(spec.pattern, legs))
+    else:
+        phases = random_phases(len(legs), seed)
+    return cycle_clip(robot, cycle, phases, num_frames, config.video_fps), (cycle, phases)
 
 
 def _initial_clip(robot: Robot, prompt: str, init: str, num_frames: int, fps: float, seed: int,
@@ -691,6 +842,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--init-noise", type=float, default=None, metavar="RAD",
                         help="std of random noise added to the initial clip's joint angles (default 0): breaks the "
                              "symmetry of a still start, where every phase of a gait pulls alike")
+    parser.add_argument("--param", choices=PARAMETRISATIONS, default=None,
+                        help="what SDS optimises: frames (default, the paper's per-frame joint angles) or phase (one "
+                             "gait-library leg cycle repeated by every leg with its own phase, random at the start "
+                             "unless --init gait: SDS picks the footfall pattern)")
+    parser.add_argument("--lr-phase", type=float, default=None, help="--param phase: cycles per step (default 0.01)")
+    parser.add_argument("--lr-cycle", type=float, default=None,
+                        help="--param phase: step of the cycle's shape, the body joints and the root (default 1e-3)")
+    parser.add_argument("--phase-search-grid", type=int, default=None,
+                        help="--param phase: phases per cycle tried for each leg before the gradient steps (default "
+                             "8; 0: no search)")
+    parser.add_argument("--cycle-harmonics", type=int, default=None,
+                        help="--param phase: harmonics of the leg cycle (default 3)")
     parser.add_argument("--n-gaussians", type=int, default=None)
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
@@ -708,7 +871,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
 CONFIG_OPTIONS = ("lambda_smooth", "smooth_norm", "lambda_ground", "lambda_float", "lambda_skate", "init_noise",
-                  "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
+                  "param", "lr_phase", "lr_cycle", "phase_search_grid", "cycle_harmonics", "n_gaussians", "width",
+                  "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import SMOOTH_NORMS, clip_feet, config_overrides, stage_distill  # noqa: E402
+from akd_core.distill import PARAMETRISATIONS, SMOOTH_NORMS, clip_feet, config_overrides, stage_distill  # noqa: E402
 from akd_core.gait_classify import classify_gait  # noqa: E402
 from akd_core.metrics import motion_metrics  # noqa: E402
 from akd_core.motion import Motion  # noqa: E402
@@ -71,6 +71,11 @@ def main() -> None:
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
     parser.add_argument("--smooth-norm", choices=SMOOTH_NORMS, default=None, help="akd distill's --smooth-norm")
     parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
+    parser.add_argument("--param", choices=PARAMETRISATIONS, default=None, help="akd distill's --param")
+    parser.add_argument("--lr-phase", type=float, default=None, help="akd distill's --lr-phase (--param phase)")
+    parser.add_argument("--cycle-harmonics", type=int, default=None, help="akd distill's --cycle-harmonics")
+    parser.add_argument("--lr-cycle", type=float, default=None, help="akd distill's --lr-cycle (--param phase)")
+    parser.add_argument("--phase-search-grid", type=int, default=None, help="akd distill's --phase-search-grid")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of distill's foot-sliding term (default: DistillConfig's)")
@@ -104,6 +109,7 @@ def main() -> None:
                          "joint_std_rad": round(float(motion.joint_pos.std(axis=0).mean()), 4),
                          "skate_mps": round(foot_skate(robot, motion), 3),
                          "cop_inside": metrics.get("cop_inside_frac"), "flight": metrics.get("flight_frac"),
+                         "leg_phases": metrics.get("leg_phases"),
                          "seconds": None if done else round(time.perf_counter() - tic)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'asked':6s} {'seed':>4s} {'classified':10s} {'conf':>5s} {'forward m':>9s} {'foot swing cm':>13s} "

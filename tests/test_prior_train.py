@@ -466,3 +466,37 @@ def test_min_stride_frames_slows_gaits_the_video_cannot_resolve(tmp_path):
     (legacy / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="min_stride_frames"):
         make_dataset(legacy, DataConfig(clips=1), progress=False)
+
+
+def test_init_from_fine_tunes_a_trained_folder(vae_model, tmp_path):
+    """--init-from FOLDER: the transformer and text encoder start from the folder's weights (the first validation
+    equals the folder's last) at its latent scale; another shape or another VAE is a ConfigError naming the fix."""
+    from akd_core.prior import train_transformer as tt
+
+    data9, _ = vae_model
+    config = tt.TransformerTrainConfig(steps=3, batch=2, sample_steps=0, val_every=3, val_timesteps=2, **TINY_TF)
+    first = _with_vae(vae_model, tmp_path / "first")
+    done = tt.train_transformer(data9, first, config, progress=False)
+    tuned = _with_vae(vae_model, tmp_path / "tuned")
+    fine = tt.train_transformer(data9, tuned, tt.TransformerTrainConfig(**{**config.__dict__, "steps": 2,
+                                                                           "init_from": str(first)}),
+                                progress=False)
+    assert fine["initial_val_mse"] == pytest.approx(done["final_val_mse"], rel=1e-6)
+    assert fine["scaling_factor"] == pytest.approx(done["scaling_factor"])
+    assert fine["initial_val_mse"] < done["initial_val_mse"]  # not a fresh start
+    assert fine["steps_done"] == 2 and not torch.equal(_tf_params(first)["proj_out.weight"],
+                                                         _tf_params(tuned)["proj_out.weight"])
+    with pytest.raises(ConfigError, match="another shape"):
+        tt.train_transformer(data9, _with_vae(vae_model, tmp_path / "shape"),
+                             tt.TransformerTrainConfig(steps=1, init_from=str(first), **{**TINY_TF, "layers": 2}),
+                             progress=False)
+    other = _with_vae(vae_model, tmp_path / "other_vae")
+    from diffusers import AutoencoderKLCogVideoX
+
+    vae = AutoencoderKLCogVideoX.from_pretrained(other / "vae")
+    with torch.no_grad():
+        next(vae.parameters()).add_(0.01)
+    vae.save_pretrained(other / "vae")
+    with pytest.raises(ConfigError, match="copy .* into MODEL_DIR"):
+        tt.train_transformer(data9, other, tt.TransformerTrainConfig(steps=1, init_from=str(first), **TINY_TF),
+                             progress=False)

@@ -264,6 +264,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tfm.add_argument("--contrast-partner", type=float, default=None,
                      help="fraction of those rival captions that name the gait most like the clip's (trot <-> pace, "
                           "bound <-> gallop, walk -> pace; default 0.5), the rest any other gait")
+    tfm.add_argument("--init-from", default=None, metavar="FOLDER",
+                     help="fine-tune: start from this model folder's transformer (e.g. models/akd-gaits-tiny; copy "
+                          "its vae/ into --out first) instead of a random one")
     tfm.add_argument("--sample-every", type=int, default=None,
                      help="write sample videos every N steps (default 0: at the end only)")
     tfm.add_argument("--sample-steps", type=int, default=None, help="DDIM steps of the samples (default 50; 0: none)")
@@ -273,7 +276,7 @@ _STAGE_ARGS = {
     "vae": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "crop"),
     "transformer": ("steps", "batch", "lr", "checkpoint_every", "val_every", "seed", "layers", "heads", "head_dim",
                     "text_len", "warmup", "cfg_dropout", "sample_every", "sample_steps", "contrast_weight",
-                    "contrast_margin", "contrast_partner"),
+                    "contrast_margin", "contrast_partner", "init_from"),
 }
 
 

@@ -207,6 +207,16 @@ class VideoPrior(ABC):
         grad = torch.nan_to_num(latents - x0_hat, nan=0.0, posinf=0.0, neginf=0.0)
         return grad, x0_hat
 
+    @torch.no_grad()
+    def denoising_error(self, latents: Tensor, timestep: int, noise: Tensor) -> float:
+        """Mean squared distance from latents (1, F', C, h, w) to the prior's one-step x0 estimate from z_t
+        (``timestep``, ``noise``): the quantity whose gradient SDS follows (guided, as SDS is), equal to
+        (1 - a_t) x the v-prediction MSE. Lower: the prior finds the clip more likely under the prompt. With the
+        same timestep and noise it compares clips (common random numbers: akd_core.leg_cycles' phase search)."""
+        noisy = self.add_noise(latents.detach().float(), noise.float(), timestep)
+        x0_hat = self.x0_from_v(noisy, self.predict_v(noisy, timestep).float(), timestep)
+        return float((latents.detach().float() - x0_hat).pow(2).mean())
+
     def sds_loss_latents(
         self,
         latents: Tensor,  # (1, F', C, h, w)

@@ -112,6 +112,10 @@ class TransformerTrainConfig:
     contrast_weight: float = 0.0
     contrast_margin: float = 0.1
     contrast_partner: float = 0.5  # fraction of rivals that name the clip's data.PARTNER_GAIT (the rest: any other)
+    # fine-tuning: a model folder (e.g. models/akd-gaits-tiny) whose transformer, text encoder and latent scaling
+    # this training starts from, instead of a seeded initialisation; its VAE must be MODEL_DIR's (not with --resume:
+    # a resumed run already holds its weights)
+    init_from: str | None = None
     seed: int = 0
     layers: int = 4
     heads: int = 4
@@ -207,6 +211,38 @@ def load_frozen_vae(out: Path, frames: int) -> torch.nn.Module:
         raise ConfigError(f"cannot load the VAE {vae_dir}: {exc}; re-run `akd prior train --stage vae "
                           f"--out {out}` to write it again") from exc
     return whole_clip_batches(vae, frames).eval().requires_grad_(False)
+
+
+def load_start_weights(folder: Path, tkwargs: dict[str, Any], fingerprint: str, tokenizer: Any,
+                       text_encoder: torch.nn.Module) -> dict[str, Any]:
+    """``--init-from FOLDER``: its transformer weights and latent scaling factor, checked against this run.
+
+    The folder's transformer must have this run's shape, its VAE must be MODEL_DIR's (same weights) and its
+    tokenizer this run's vocabulary; its text encoder weights are loaded into ``text_encoder``. Anything else is a
+    ConfigError naming the folder and what differs."""
+    from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
+    from transformers import AutoTokenizer, T5EncoderModel
+
+    for entry in ("transformer", "vae", "text_encoder", "tokenizer"):
+        if not (folder / entry).is_dir():
+            raise ConfigError(f"--init-from {folder}: no {entry}/ (a diffusers CogVideoX folder written by "
+                              "`akd prior train --stage transformer`, e.g. models/akd-gaits-tiny)")
+    start = CogVideoXTransformer3DModel.from_pretrained(folder / "transformer", local_files_only=True)
+    differs = {k: (start.config.get(k), v) for k, v in _jsonable(tkwargs).items()
+               if _jsonable({k: start.config.get(k)})[k] != v}
+    if differs:
+        raise ConfigError(f"--init-from {folder}/transformer has another shape than this run ({differs}: folder, "
+                          "run); pass the folder's --layers/--heads/--head-dim/--text-len or train from scratch")
+    vae = AutoencoderKLCogVideoX.from_pretrained(folder / "vae", local_files_only=True)
+    if vae_fingerprint(vae) != fingerprint:
+        raise ConfigError(f"--init-from {folder}/vae differs from MODEL_DIR/vae: the transformer only knows its own "
+                          f"VAE's latents; copy {folder}/vae into MODEL_DIR first")
+    if AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True).get_vocab() != tokenizer.get_vocab():
+        raise ConfigError(f"--init-from {folder}/tokenizer has another vocabulary than this version's captions; "
+                          "train from scratch")
+    encoder = T5EncoderModel.from_pretrained(folder / "text_encoder", local_files_only=True)
+    text_encoder.load_state_dict(encoder.state_dict())
+    return {"transformer": start.state_dict(), "scaling_factor": float(vae.config.scaling_factor)}
 
 
 def vae_fingerprint(vae: torch.nn.Module) -> str:
@@ -435,6 +471,9 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
     tokenizer, text_encoder = build_text_encoder(config, words)
     if state is not None:
         text_encoder.load_state_dict(state["text_encoder"])
+    start_weights = None
+    if state is None and config.init_from:
+        start_weights = load_start_weights(Path(config.init_from), tkwargs, fingerprint, tokenizer, text_encoder)
     text_encoder.to(dev)
     rivals = rival_prompts(prompts, _index, data) if config.contrast_weight > 0 else None
     table = PromptTable(tokenizer, text_encoder, config.text_len,
@@ -446,14 +485,22 @@ def train_transformer(data: str | Path, out: str | Path, config: TransformerTrai
     t0 = time.perf_counter()
     mean, std = encode_clips(vae, frames, max(config.batch, 1), dev, progress)
     encode_s = time.perf_counter() - t0
-    scale = float(state["scaling_factor"]) if state is not None else latent_scaling_factor(
-        mean[train_idx], std[train_idx], config.latent_sample)
+    if state is not None:
+        scale = float(state["scaling_factor"])
+    elif start_weights is not None:  # the start transformer learnt latents at its folder's scale
+        scale = start_weights["scaling_factor"]
+    else:
+        scale = latent_scaling_factor(mean[train_idx], std[train_idx], config.latent_sample)
     vae.register_to_config(scaling_factor=scale)
     mean = (mean * scale).permute(0, 2, 1, 3, 4).contiguous().to(dev)  # (N, F', C, h, w): the transformer's layout
     std = (std * scale).permute(0, 2, 1, 3, 4).contiguous().to(dev)
     latent_shape = tuple(mean.shape[1:])
 
-    transformer = build_transformer(tkwargs, config.seed).to(dev).train()
+    transformer = build_transformer(tkwargs, config.seed)
+    if start_weights is not None:
+        transformer.load_state_dict(start_weights["transformer"])
+        log.info("transformer starts from %s", config.init_from)
+    transformer = transformer.to(dev).train()
     scheduler = CogVideoXDDIMScheduler(**TINY_SCHEDULER_CONFIG)
     rotary = (_rotary_embeddings(transformer.config, latent_shape[0], latent_shape[2], latent_shape[3], dev)
               if config.rotary else None)

@@ -1,0 +1,74 @@
+"""Which footfall pattern does a prior prefer for each prompt? The landscape `akd distill --param phase` searches.
+
+For each prompt, the built-in quadruped's gait-library leg cycle (akd_core.leg_cycles, the prompt's speed, cadence
+capped as in distill) is rendered with the phases of each named pattern (trot, pace, bound, walk, pronk, gallop),
+each at ``--shifts`` global phase shifts (a shift of all legs is the same gait but another clip), and scored by the
+prior's mean denoising error (akd_core.distill.phase_scorer: fixed timesteps and noises, the same for every
+candidate). Prints, per prompt, each pattern's mean score relative to the best (0 = the prior's pick) and whether the
+prompt's own pattern wins; a prior whose pick is the prompt's pattern for every prompt makes the phase search land
+on it.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_phase_scores.py [MODEL_DIR] [--shifts 4] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from akd_core.distill import ClipRenderer, DistillConfig, _view, phase_scorer, phase_start_clip  # noqa: E402
+from akd_core.gait import phase_offsets  # noqa: E402
+from akd_core.leg_cycles import PhaseMotionParameters, pattern_phases  # noqa: E402
+from akd_core.legs import find_legs  # noqa: E402
+from akd_core.prior import make_prior  # noqa: E402
+from akd_core.prior.default import resolve_video_model  # noqa: E402
+from akd_core.robot import load_robot  # noqa: E402
+
+PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding",
+           "walk": "a dog walking forward"}
+PATTERNS = ("trot", "pace", "bound", "walk", "pronk", "gallop")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, nargs="?", default=None)
+    parser.add_argument("--prompts", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    parser.add_argument("--shifts", type=int, default=4, help="global phase shifts per pattern (averaged)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--guidance-scale", type=float, default=None)
+    args = parser.parse_args()
+    model = resolve_video_model(args.model)
+    robot = load_robot("quadruped")
+    legs = find_legs(robot)
+    config = DistillConfig(param="phase", seed=args.seed)
+    wins = 0
+    for key in args.prompts:
+        prompt = PROMPTS[key]
+        tic = time.perf_counter()
+        kwargs = {} if args.guidance_scale is None else {"guidance_scale": args.guidance_scale}
+        prior = make_prior("cogvideox", prompt, video_model=model, seed=args.seed, **kwargs)
+        clip, (cycle, phases) = phase_start_clip(robot, prompt, "constant", prior.num_frames, config, args.seed)
+        renderer = ClipRenderer(robot, prior.width, prior.height, config.n_gaussians, config.seed, config.backend,
+                                _view(config))
+        params = PhaseMotionParameters(clip, robot, cycle, phases)
+        score = phase_scorer(params, renderer, prior, config)
+        table = {}
+        for pattern in PATTERNS:
+            base = pattern_phases(cycle, phase_offsets(pattern, legs))
+            table[pattern] = float(np.mean([score(base + s / args.shifts) for s in range(args.shifts)]))
+        best = min(table, key=table.get)
+        wins += best == key
+        rel = "  ".join(f"{p} {100 * (v / table[best] - 1):+6.2f}%" for p, v in table.items())
+        print(f"{prompt!r:28s} ({cycle.frequency:.2f} Hz, {cycle.speed:.2f} m/s): pick {best:6s} "
+              f"{'ok' if best == key else '--'}   {rel}   [{time.perf_counter() - tic:.0f} s]", flush=True)
+    print(f"own pattern first for {wins}/{len(args.prompts)} prompts")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Phase-space SDS parameters (akd_core.leg_cycles, `akd distill --param phase`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from akd_core.distill import DistillConfig, distill
+from akd_core.errors import ConfigError
+from akd_core.gait import GaitSpec, generate_gait_result, phase_offsets
+from akd_core.gait_classify import classify_gait
+from akd_core.leg_cycles import (
+    CYCLE_SAMPLES,
+    PhaseMotionParameters,
+    cycle_clip,
+    fourier_series,
+    library_cycle,
+    pattern_phases,
+    random_phases,
+    search_phases,
+)
+from akd_core.legs import find_legs
+from akd_core.metrics import motion_metrics
+from akd_core.robot import load_robot
+
+
+@pytest.fixture(scope="module")
+def quad():
+    robot = load_robot("quadruped")
+    legs = find_legs(robot)
+    return robot, legs, library_cycle(robot, legs, 0.6, 2.0)
+
+
+def test_fourier_series_matches_the_formula():
+    coeffs = torch.tensor([[0.3, 0.5, -0.2, 0.1, 0.4]], dtype=torch.float64)  # mean, cos1, cos2, sin1, sin2
+    u = torch.linspace(0, 1, 7, dtype=torch.float64)[:, None]
+    w = 2 * np.pi * u[:, 0].numpy()
+    expected = 0.3 + 0.5 * np.cos(w) - 0.2 * np.cos(2 * w) + 0.1 * np.sin(w) + 0.4 * np.sin(2 * w)
+    np.testing.assert_allclose(fourier_series(u, coeffs)[:, 0].numpy(), expected, atol=1e-12)
+
+
+def test_the_cycle_reproduces_the_library_stride(quad):
+    """Evaluated at every phase, the Fourier cycle matches the gait library's own joint angles over a stride
+    (generated here independently with the legs in phase) to within the truncated harmonics."""
+    robot, legs, _ = quad
+    cycle = library_cycle(robot, legs, 0.6, 2.0, harmonics=CYCLE_SAMPLES // 2 - 1)
+    spec = GaitSpec(pattern="trot", speed=cycle.speed, frequency=cycle.frequency, bounce=0.0, ramp_time=0.0,
+                    phase_offsets={leg.label: 0.0 for leg in legs})
+    fps = 40 * cycle.frequency
+    motion = generate_gait_result(robot, spec, duration=2.0 / cycle.frequency, fps=fps, legs=legs).motion
+    second = np.arange(40, 80)  # the second stride, u = k / 40
+    expected = motion.joint_pos[second][:, cycle.dofs]
+    got = cycle.evaluate(np.tile((second - 40)[:, None] / 40.0, (1, len(legs))))
+    assert np.abs(got - expected).max() < 0.02
+    three = library_cycle(robot, legs, 0.6, 2.0)  # the default 3 harmonics keep the stride's shape
+    assert np.abs(three.evaluate(np.tile((second - 40)[:, None] / 40.0, (1, len(legs)))) - expected).mean() < 0.03
+    assert cycle.frequency <= 2.0 + 1e-9  # the cadence cap
+
+
+@pytest.mark.parametrize("pattern", ["trot", "pace", "bound"])
+def test_pattern_phases_give_the_pattern(quad, pattern):
+    """The leg cycle with a pattern's phases is that gait to the gait classifier, and its stance feet do not slide
+    (the stance sweep is the body speed whatever the phases)."""
+    robot, legs, cycle = quad
+    clip = cycle_clip(robot, cycle, pattern_phases(cycle, phase_offsets(pattern, legs)), 101, 50.0)
+    result = classify_gait(robot, clip)
+    assert result.gait == pattern, result
+    feet = [leg.foot_link for leg in legs]
+    offsets = np.array([leg.foot_offset for leg in legs])
+    skate = motion_metrics(robot, clip.root_pos, clip.root_quat, clip.joint_pos, clip.fps, feet, offsets,
+                           None)["foot_skate_mps"]
+    assert skate < 0.25 * cycle.speed, skate  # a gliding body: 1.0 x speed; the library trot itself: 0.13 x
+
+
+def test_random_phases_do_not_slide_the_feet_either(quad):
+    robot, legs, cycle = quad
+    clip = cycle_clip(robot, cycle, random_phases(len(legs), 3), 101, 50.0)
+    feet = [leg.foot_link for leg in legs]
+    offsets = np.array([leg.foot_offset for leg in legs])
+    skate = motion_metrics(robot, clip.root_pos, clip.root_quat, clip.joint_pos, clip.fps, feet, offsets,
+                           None)["foot_skate_mps"]
+    assert skate < 0.25 * cycle.speed, skate  # a gliding body: 1.0 x speed; the library trot itself: 0.13 x
+    assert not np.allclose(random_phases(4, 0), random_phases(4, 1))
+    np.testing.assert_array_equal(random_phases(4, 5), random_phases(4, 5))
+
+
+def test_phase_parameters_render_the_start_clip_and_differentiate_in_phase(quad):
+    robot, legs, cycle = quad
+    phases = random_phases(len(legs), 0)
+    clip = cycle_clip(robot, cycle, phases, 9, 8.0)
+    params = PhaseMotionParameters(clip, robot, cycle, phases)
+    np.testing.assert_allclose(params.joint_pos.detach().numpy(), clip.joint_pos, atol=1e-5)
+    assert params.all_params().shape == (9, len(robot.joint_names) - len(cycle.dofs) + 6)
+    # gradient of a smooth function of the joint angles with respect to a leg's phase, against finite differences
+    weights = torch.linspace(-1, 1, params.joint_pos.numel()).reshape(params.joint_pos.shape)
+
+    def f() -> torch.Tensor:
+        return (torch.sin(params.joint_pos) * weights).sum()
+
+    f().backward()
+    grad = params.phase.grad.clone()
+    eps = 1e-3
+    for leg in range(len(legs)):
+        with torch.no_grad():
+            params.phase[leg] += eps
+            up = float(f())
+            params.phase[leg] -= 2 * eps
+            down = float(f())
+            params.phase[leg] += eps
+        assert grad[leg].item() == pytest.approx((up - down) / (2 * eps), rel=2e-2, abs=1e-3)
+    assert grad.abs().min() > 0  # every leg's phase reaches the output
+
+
+def test_phase_distill_runs_and_keeps_limits(quad):
+    from akd_core.prior import make_prior
+
+    robot, legs, cycle = quad
+    prior = make_prior("tiny", "a dog trotting forward", seed=0)
+    phases = random_phases(len(legs), 0)
+    clip = cycle_clip(robot, cycle, phases, prior.num_frames, 8.0)
+    config = DistillConfig(iterations=3, param="phase", n_gaussians=800, video_every=0, phase_search_grid=2,
+                           phase_search_sweeps=1, phase_search_timesteps=(300,), phase_search_draws=1)
+    result = distill(robot, prior, clip, config, progress=False, phase_start=(cycle, phases))
+    q = result.motion.joint_pos
+    assert np.all(q >= robot.lower - 1e-6) and np.all(q <= robot.upper + 1e-6)
+    assert "phase_3" in result.history[-1]
+    # the search scored the start and, per leg, the phase half a cycle away (one of them twice: cached)
+    assert 1 < len(result.phase_search) <= 1 + len(legs)
+    assert result.phase_search[0]["phases"] == pytest.approx(phases, abs=1e-4)
+    with pytest.raises(ConfigError, match="phase_start"):
+        distill(robot, prior, clip, config, progress=False)
+
+
+def test_phase_parameters_need_legs():
+    robot = load_robot("quadruped")
+    with pytest.raises(ConfigError, match="--param frames"):
+        library_cycle(robot, [], 0.5, 2.0)
+    with pytest.raises(ConfigError, match="--param"):
+        DistillConfig(param="joints")
+
+
+def test_search_phases_finds_a_known_pattern_on_its_grid():
+    """A score with one minimum (the circular distance to a pace), a start whose legs are off by multiples of the
+    grid step: the coordinate search lands exactly on the pace, scoring each candidate once."""
+    target = np.array([0.3, 0.8, 0.3, 0.8])
+    start = np.remainder(target + np.array([0.25, 0.5, 0.125, 0.875]), 1.0)
+    calls = []
+
+    def score(phases):
+        calls.append(np.array(phases))
+        d = np.remainder(np.asarray(phases) - target + 0.5, 1.0) - 0.5
+        return float(np.sum(d * d))
+
+    best, rows = search_phases(score, start, grid=8, sweeps=3, progress=False)
+    np.testing.assert_allclose(best, target, atol=1e-9)
+    assert rows[0]["score"] == pytest.approx(score(start)) and min(r["score"] for r in rows) < 1e-12
+    assert len(rows) == len(calls) - 1  # every distinct candidate scored once (the last call is the check above)
+    assert len(rows) <= 1 + 2 * 4 * 7  # the second sweep changes nothing, and the search stops there
+
+
+def test_contact_terms_do_not_reach_the_leg_phases(quad):
+    """With --param phase the ground, float and skate terms see the legs' angles detached: they move the root and
+    body joints, never the gait's phases (the oracle's known answer degrades when they do)."""
+    from akd_core.distill import ClipRenderer
+
+    robot, legs, cycle = quad
+    phases = random_phases(len(legs), 0)
+    params = PhaseMotionParameters(cycle_clip(robot, cycle, phases, 5, 8.0), robot, cycle, phases)
+    renderer = ClipRenderer(robot, 16, 16, 100, 0, "torch")
+    link_pos, _ = renderer.link_poses(params, detach_legs=True)
+    link_pos[..., 2].sum().backward()
+    assert params.phase.grad is None or torch.all(params.phase.grad == 0)
+    assert params.root_pos.grad is not None and params.root_pos.grad[:, 2].abs().min() > 0
+    params.zero_grad()
+    link_pos, _ = renderer.link_poses(params)
+    link_pos[..., 2].sum().backward()
+    assert params.phase.grad.abs().max() > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("pattern", ["trot", "pace"])
+def test_oracle_phase_distill_recovers_the_pattern_from_random_phases(pattern):
+    """Known answer for --param phase: the oracle prior (latent space of the tiny model) whose target is the leg
+    cycle with a pattern's phases; from random start phases the search and 20 gradient steps end on that gait
+    (classified from foot heights) with the oracle's loss a tenth of the start's."""
+    from akd_core.distill import target_view_renderer
+    from akd_core.prior import OracleVideoPrior, make_prior
+
+    robot = load_robot("quadruped")
+    legs = find_legs(robot)
+    cycle = library_cycle(robot, legs, 0.6, 2.0)
+    base = make_prior("tiny", "a dog", seed=0)
+    target = cycle_clip(robot, cycle, pattern_phases(cycle, phase_offsets(pattern, legs)), base.num_frames, 8.0)
+    phases = random_phases(len(legs), 0)
+    start = cycle_clip(robot, cycle, phases, base.num_frames, 8.0)
+    config = DistillConfig(iterations=20, param="phase", n_gaussians=1500, width=48, height=48, video_every=0,
+                           lambda_skate=0.0)
+    frame_on, render_target, first = target_view_renderer(robot, target, config, 48, 48)
+    oracle = OracleVideoPrior.from_prior(base, render_target(first), target_renderer=render_target)
+    result = distill(robot, oracle, start, config, progress=False, frame_on=frame_on, phase_start=(cycle, phases))
+    unsearched = distill(robot, oracle, start, DistillConfig(**{**config.__dict__, "iterations": 1,
+                                                                "phase_search_grid": 0}),
+                         progress=False, frame_on=frame_on, phase_start=(cycle, phases))
+    print(pattern, "search best", min(result.phase_search, key=lambda r: r["score"]), "sds at the random start",
+          unsearched.history[0]["sds"], "then", [round(h["sds"], 3) for h in result.history])
+    assert result.history[-1]["sds"] < 0.1 * unsearched.history[0]["sds"]
+    assert classify_gait(robot, result.motion.resample(50.0)).gait == pattern
