@@ -500,3 +500,28 @@ def test_init_from_fine_tunes_a_trained_folder(vae_model, tmp_path):
     with pytest.raises(ConfigError, match="copy .* into MODEL_DIR"):
         tt.train_transformer(data9, other, tt.TransformerTrainConfig(steps=1, init_from=str(first), **TINY_TF),
                              progress=False)
+
+
+def test_snapshot_writes_the_checkpoints_folder(vae_model, tmp_path, capsys):
+    """`akd prior snapshot MODEL_DIR --out DIR`: the latest checkpoint as a complete folder, the same weights
+    the training's own folder holds at that step; a MODEL_DIR without a checkpoint is a clear error."""
+    from akd_core.cli import main
+    from akd_core.prior import check_model_folder
+    from akd_core.prior import train_transformer as tt
+
+    data9, _ = vae_model
+    model = _with_vae(vae_model, tmp_path / "model")
+    tt.train_transformer(data9, model, tt.TransformerTrainConfig(steps=2, batch=2, sample_steps=0, val_every=2,
+                                                                 val_timesteps=1, **TINY_TF), progress=False)
+    assert main(["prior", "snapshot", str(model), "--out", str(tmp_path / "snap")]) == 0
+    assert "transformer step 2" in capsys.readouterr().out
+    check_model_folder(tmp_path / "snap")
+    from diffusers import CogVideoXTransformer3DModel
+
+    a = CogVideoXTransformer3DModel.from_pretrained(model / "transformer").state_dict()
+    b = CogVideoXTransformer3DModel.from_pretrained(tmp_path / "snap" / "transformer").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    vae_a = json.loads((model / "vae" / "config.json").read_text())["scaling_factor"]
+    assert json.loads((tmp_path / "snap" / "vae" / "config.json").read_text())["scaling_factor"] == vae_a
+    assert main(["prior", "snapshot", str(tmp_path / "snap"), "--out", str(tmp_path / "x")]) != 0
+    assert "checkpoints" in capsys.readouterr().err

@@ -230,6 +230,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--min-stride-frames", type=float, default=4.0, metavar="N",
                       help="slow every gait (speed and cadence together) so that a stride spans at least N video "
                            "frames (default 4: a quarter cycle per frame; 0: the gait library's own cadence)")
+    snap = actions.add_parser("snapshot", help="write the diffusers folder of a transformer training's latest "
+                                               "checkpoint elsewhere (try a prior while it trains)")
+    snap.add_argument("model", type=Path, help="MODEL_DIR of `akd prior train --stage transformer`")
+    snap.add_argument("--out", type=Path, required=True, help="folder to write (replaced entry by entry)")
     tr = actions.add_parser("train", help="train a CogVideoX-architecture prior from scratch on `akd prior data` "
                                           "clips: --stage vae, then --stage transformer (checkpoints, --resume)")
     tr.add_argument("--data", type=Path, required=True, help="folder written by `akd prior data`")
@@ -325,6 +329,12 @@ def cli(args: argparse.Namespace) -> int:
             print(f"wrote the diffusers CogVideoX folder {args.out} (transformer step {summary['steps_done']}/"
                   f"{summary['steps']}, validation v-MSE {summary['initial_val_mse']} -> {summary['final_val_mse']}"
                   f", empty prompt {summary['final_val_mse_uncond']}; `akd prior check {args.out}`)")
+    elif args.prior_command == "snapshot":
+        from akd_core.prior.train_transformer import snapshot_folder
+
+        snap = snapshot_folder(args.model, args.out)
+        print(f"wrote {snap['folder']} (transformer step {snap['step']} of {args.model}; `--video-model "
+              f"{snap['folder']}`)")
     else:
         folder = save_tiny_pretrained(args.folder, seed=args.seed, rotary=not args.no_rotary)
         print(f"wrote tiny CogVideoX model folder {folder}")

@@ -431,6 +431,33 @@ def save_pipeline_folder(pipe: Any, out: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def snapshot_folder(model_dir: str | Path, out: str | Path) -> dict[str, Any]:
+    """`akd prior snapshot`: the complete diffusers folder of MODEL_DIR's latest transformer checkpoint, written to
+    ``out`` (to try a prior while its training goes on; MODEL_DIR is only read). Returns {"step", "folder"}."""
+    from diffusers import AutoencoderKLCogVideoX
+
+    model_dir, out = Path(model_dir), Path(out)
+    ckpt_path = model_dir / TRANSFORMER_CHECKPOINT
+    if not ckpt_path.exists():
+        raise RunDirError(f"{ckpt_path} not found: `akd prior snapshot` reads the checkpoint `akd prior train "
+                          f"--stage transformer --out {model_dir}` writes")
+    if out.resolve() == model_dir.resolve():
+        raise ConfigError(f"--out {out} is MODEL_DIR itself; snapshot into another folder")
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    vae = AutoencoderKLCogVideoX.from_pretrained(model_dir / "vae", local_files_only=True)
+    if vae_fingerprint(vae) != state["vae_fingerprint"]:
+        raise ConfigError(f"{model_dir / 'vae'} is not the VAE {ckpt_path} was trained on")
+    vae.register_to_config(scaling_factor=float(state["scaling_factor"]))
+    config = TransformerTrainConfig(**{k: tuple(v) if k == "sample_prompts" else v
+                                       for k, v in state["config"].items()})
+    tokenizer, text_encoder = build_text_encoder(config, list(state["tokenizer_words"]))
+    text_encoder.load_state_dict(state["text_encoder"])
+    transformer = build_transformer(state["transformer_config"], config.seed)
+    transformer.load_state_dict(state["model"])
+    save_pipeline_folder(make_pipeline(tokenizer, text_encoder, vae, transformer.eval()), out)
+    return {"step": int(state["step"]), "folder": str(out)}
+
+
 # ----------------------------------------------------------------------------- the run
 def train_transformer(data: str | Path, out: str | Path, config: TransformerTrainConfig, resume: bool = False,
                       progress: bool = True, max_steps: int | None = None,
