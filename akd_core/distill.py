@@ -384,6 +384,7 @@ class DistillResult:
     history: list[dict[str, float]]
     iterations_run: int
     phase_search: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # --param phase: scored candidates
+    phase_params: Any = None  # --param phase: the final PhaseMotionParameters (leg_cycles.continue_motion)
 
 
 def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_dir: Path | None = None,
@@ -511,7 +512,8 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
         motion = Motion(fps=init.fps, joint_names=robot.joint_names, joint_pos=params.joint_pos.numpy().copy(),
                         root_pos=params.root_pos.numpy().copy(), root_quat=_matrix_to_quat_xyzw(rot).numpy(),
                         foot_names=foot_names, foot_offsets=foot_offsets, prompt=init.prompt)
-    return DistillResult(motion=motion, history=history, iterations_run=stop - start, phase_search=search_rows)
+    return DistillResult(motion=motion, history=history, iterations_run=stop - start, phase_search=search_rows,
+                         phase_params=params if config.param == "phase" else None)
 
 
 def phase_scorer(params: Any, renderer: ClipRenderer, prior: Any, config: DistillConfig,
@@ -718,7 +720,13 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                          phase_start=phase_start)
         motion = result.motion
         motion.prompt = prompt
-        reference = motion.resample(fps)
+        if result.phase_params is not None:  # the cycle at every output frame, continued to --duration
+            from .leg_cycles import continue_motion
+
+            reference = continue_motion(result.phase_params, motion, fps, max(duration or 0.0, motion.duration),
+                                        phase_start[0].frequency)
+        else:
+            reference = motion.resample(fps)
         reference.joint_pos = np.clip(reference.joint_pos, robot.lower, robot.upper)
         reference.foot_contacts = contacts_from_heights(robot, reference)
         reference.save(run.file(REFERENCE))
@@ -732,7 +740,9 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                                       reference.fps, reference.foot_names, reference.foot_offsets,
                                       reference.foot_contacts))  # foot skating, penetration, ... as `akd gait`
         metrics.update(feasibility_summary(robot, reference))  # of the written reference.npz
-        gait = classify_gait(robot, motion)  # the distilled frames themselves (reference.npz interpolates them)
+        # the distilled frames themselves (reference.npz interpolates them), or with --param phase the reference,
+        # which evaluates the distilled cycle at every frame
+        gait = classify_gait(robot, reference if result.phase_params is not None else motion)
         metrics.update({"gait_class": gait.gait, "gait_confidence": round(gait.confidence, 3)})
         if phase_start is not None:
             metrics.update(cycle_hz=phase_start[0].frequency, leg_labels=phase_start[0].labels,

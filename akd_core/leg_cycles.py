@@ -239,3 +239,35 @@ def search_phases(score: Callable[[np.ndarray], float], phases: np.ndarray, grid
             break
     bar.close()
     return best, rows
+
+
+@torch.no_grad()
+def continue_motion(params: PhaseMotionParameters, clip: Motion, fps: float, duration: float,
+                    frequency: float) -> Motion:
+    """The distilled phase-space clip at ``fps`` over ``duration`` s (longer than the clip: the gait continues).
+
+    The legs come from the cycle itself at every output frame (not interpolated between the video's 4 frames per
+    stride, which would cut the swing's corners and slide the feet); the root pose and the body joints are the
+    clip's, interpolated, and past its end the root keeps the clip's mean velocity and last orientation and the
+    body joints their last angles. ``frequency``: the cycle's cadence (Hz)."""
+    dense = clip.resample(fps)
+    n = int(np.floor(duration * fps + 1e-9)) + 1
+    t = np.arange(n) / fps
+    if n > dense.num_frames:
+        extra = t[dense.num_frames:] - clip.duration
+        velocity = (clip.root_pos[-1] - clip.root_pos[0]) / max(clip.duration, 1e-9)
+        velocity[2] = 0.0
+        root_pos = np.concatenate([dense.root_pos, clip.root_pos[-1] + extra[:, None] * velocity], 0)
+        hold = lambda a, k: np.concatenate([a, np.repeat(a[-1:], k, 0)], 0)  # noqa: E731
+        k = n - dense.num_frames
+        dense = dataclasses.replace(dense, joint_pos=hold(dense.joint_pos, k), root_pos=root_pos,
+                                    root_quat=hold(dense.root_quat, k), foot_contacts=hold(dense.foot_contacts, k))
+    else:
+        dense = dataclasses.replace(dense, joint_pos=dense.joint_pos[:n], root_pos=dense.root_pos[:n],
+                                    root_quat=dense.root_quat[:n], foot_contacts=dense.foot_contacts[:n])
+    u = torch.as_tensor(frequency * t, dtype=torch.float32)[:, None] + params.phase[params.dof_leg][None]
+    legs = fourier_series(u, params.coeffs).numpy()
+    joint_pos = dense.joint_pos.copy()
+    dofs = params.dofs.numpy()
+    joint_pos[:, dofs] = np.clip(legs, params.lower.numpy()[dofs], params.upper.numpy()[dofs])
+    return dataclasses.replace(dense, joint_pos=joint_pos.astype(dense.joint_pos.dtype))

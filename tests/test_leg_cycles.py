@@ -207,3 +207,28 @@ def test_oracle_phase_distill_recovers_the_pattern_from_random_phases(pattern):
           unsearched.history[0]["sds"], "then", [round(h["sds"], 3) for h in result.history])
     assert result.history[-1]["sds"] < 0.1 * unsearched.history[0]["sds"]
     assert classify_gait(robot, result.motion.resample(50.0)).gait == pattern
+
+
+def test_continued_motion_evaluates_the_cycle_at_every_frame(quad):
+    """reference.npz of --param phase: the legs from the cycle itself at 50 fps (not interpolated between the 8 fps
+    frames), the gait continued past the clip at its speed, every frame within the limits."""
+    from akd_core.leg_cycles import continue_motion
+
+    robot, legs, _ = quad
+    cycle = library_cycle(robot, legs, 0.8, 2.0)  # the prompt "a dog trotting forward": 2 Hz, 4 video frames a stride
+    phases = pattern_phases(cycle, phase_offsets("trot", legs))
+    clip = cycle_clip(robot, cycle, phases, 9, 8.0)
+    params = PhaseMotionParameters(clip, robot, cycle, phases)
+    dense = continue_motion(params, clip, 50.0, 3.0, cycle.frequency)
+    assert dense.num_frames == 151 and dense.fps == 50.0
+    np.testing.assert_allclose(dense.joint_pos, cycle_clip(robot, cycle, phases, 151, 50.0).joint_pos, atol=1e-5)
+    np.testing.assert_allclose(dense.root_pos[:, 0], cycle.speed * np.arange(151) / 50.0, atol=1e-5)
+    assert np.all(dense.joint_pos >= robot.lower - 1e-6) and np.all(dense.joint_pos <= robot.upper + 1e-6)
+    assert classify_gait(robot, dense).gait == "trot"
+    feet = [leg.foot_link for leg in legs]
+    offsets = np.array([leg.foot_offset for leg in legs])
+    lerped = motion_metrics(robot, *(clip.resample(50.0).__dict__[k] for k in ("root_pos", "root_quat", "joint_pos")),
+                            50.0, feet, offsets, None)["foot_skate_mps"]
+    exact = motion_metrics(robot, dense.root_pos[:51], dense.root_quat[:51], dense.joint_pos[:51], 50.0, feet,
+                           offsets, None)["foot_skate_mps"]
+    assert exact < 0.5 * lerped, (exact, lerped)
