@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
 CAMERA_MODES = ("follow", "fixed", "orbit")
 PARAMETRISATIONS = ("frames", "phase")
+PHASE_SEARCH_SCORES = ("classifier", "conditional", "guided")
 VIDEO_FPS = 8.0  # CogVideoX generates 8 frames per second (49 frames = 6 s)
 
 
@@ -104,6 +105,10 @@ class DistillConfig:
     phase_search_sweeps: int = 2
     phase_search_timesteps: tuple[int, ...] = (100, 250, 400, 550)
     phase_search_draws: int = 2
+    # what the search minimises: "classifier" (the prompt-conditional denoising error over the unconditional one:
+    # how much the prompt explains the clip, CFG's implicit classifier), "conditional" (the prompt-conditional
+    # error alone) or "guided" (the guided error SDS follows); a prior without text (the oracle) always "guided"
+    phase_search_score: str = "classifier"
     adam_eps: float = 1e-8  # larger values damp parameters whose gradients are tiny (joints the camera barely sees)
     video_fps: float = VIDEO_FPS
     num_frames: int | None = None  # None: the prior's frame count
@@ -146,6 +151,9 @@ class DistillConfig:
             raise ConfigError("phase_search_grid must be >= 0, phase_search_sweeps and phase_search_draws >= 1, and "
                               f"phase_search_timesteps in (0, 1000); got {self.phase_search_grid}, "
                               f"{self.phase_search_sweeps}, {self.phase_search_draws}, {self.phase_search_timesteps}")
+        if self.phase_search_score not in PHASE_SEARCH_SCORES:
+            raise ConfigError(f"--phase-search-score must be one of {', '.join(PHASE_SEARCH_SCORES)}, got "
+                              f"{self.phase_search_score!r}")
         if self.lr_phase <= 0 or self.lr_cycle < 0 or self.cycle_harmonics < 1 or self.min_stride_frames < 0:
             raise ConfigError(f"--lr-phase must be > 0, --lr-cycle >= 0, --cycle-harmonics >= 1 and "
                               f"--min-stride-frames >= 0, got {self.lr_phase}, {self.lr_cycle}, "
@@ -519,11 +527,14 @@ def distill(robot: Robot, prior: Any, init: Motion, config: DistillConfig, out_d
 def phase_scorer(params: Any, renderer: ClipRenderer, prior: Any, config: DistillConfig,
                  frame_on: Tensor | None = None, camera: tuple[Tensor, Tensor] | None = None
                  ) -> Callable[[np.ndarray], float]:
-    """phases (L,) -> the prior's mean denoising error of ``params`` (a PhaseMotionParameters, whose ``phase`` it
-    sets) rendered with those phases: over config.phase_search_timesteps x phase_search_draws fixed
-    (timestep, noise) draws and one fixed VAE sample, seen from the configured camera without blur (orbit: its
-    base direction). The same draws score every candidate, so differences are the clips' (common random
+    """phases (L,) -> the prior's score of ``params`` (a PhaseMotionParameters, whose ``phase`` it sets) rendered
+    with those phases, lower is better: config.phase_search_score over config.phase_search_timesteps x
+    phase_search_draws fixed (timestep, noise) draws and one fixed VAE sample, seen from the configured camera
+    without blur (orbit: its base direction). "classifier": mean conditional / mean unconditional denoising error;
+    "conditional": the mean conditional error; "guided": the mean guided error (SDS's; always for a prior without
+    text, the oracle). The same draws score every candidate, so differences are the clips' (common random
     numbers)."""
+    mode = config.phase_search_score if getattr(prior, "text_conditioned", True) else "guided"
     draws: list[tuple[int, Tensor]] = []
     gen = torch.Generator().manual_seed(config.seed * 1000 + 13)
 
@@ -541,7 +552,11 @@ def phase_scorer(params: Any, renderer: ClipRenderer, prior: Any, config: Distil
             for t in config.phase_search_timesteps:
                 for _ in range(config.phase_search_draws):
                     draws.append((int(t), torch.randn(latents.shape, generator=gen)))
-        return float(np.mean([prior.denoising_error(latents, t, noise.to(latents.device)) for t, noise in draws]))
+        if mode == "guided":
+            return float(np.mean([prior.denoising_error(latents, t, n.to(latents.device)) for t, n in draws]))
+        errors = np.array([prior.denoising_errors(latents, t, n.to(latents.device)) for t, n in draws])
+        uncond, cond = errors.mean(0)
+        return float(cond / max(uncond, 1e-12)) if mode == "classifier" else float(cond)
 
     return score
 
@@ -862,6 +877,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phase-search-grid", type=int, default=None,
                         help="--param phase: phases per cycle tried for each leg before the gradient steps (default "
                              "8; 0: no search)")
+    parser.add_argument("--phase-search-score", choices=PHASE_SEARCH_SCORES, default=None,
+                        help="--param phase: what the search minimises (default classifier: the prompt's denoising "
+                             "error over the unconditional one; conditional; guided, SDS's own)")
     parser.add_argument("--cycle-harmonics", type=int, default=None,
                         help="--param phase: harmonics of the leg cycle (default 3)")
     parser.add_argument("--n-gaussians", type=int, default=None)
@@ -881,8 +899,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
 CONFIG_OPTIONS = ("lambda_smooth", "smooth_norm", "lambda_ground", "lambda_float", "lambda_skate", "init_noise",
-                  "param", "lr_phase", "lr_cycle", "phase_search_grid", "cycle_harmonics", "n_gaussians", "width",
-                  "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
+                  "param", "lr_phase", "lr_cycle", "phase_search_grid", "phase_search_score", "cycle_harmonics",
+                  "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,11 +2,11 @@
 
 For each prompt, the built-in quadruped's gait-library leg cycle (akd_core.leg_cycles, the prompt's speed, cadence
 capped as in distill) is rendered with the phases of each named pattern (trot, pace, bound, walk, pronk, gallop),
-each at ``--shifts`` global phase shifts (a shift of all legs is the same gait but another clip), and scored by the
-prior's mean denoising error (akd_core.distill.phase_scorer: fixed timesteps and noises, the same for every
-candidate). Prints, per prompt, each pattern's mean score relative to the best (0 = the prior's pick) and whether the
-prompt's own pattern wins; a prior whose pick is the prompt's pattern for every prompt makes the phase search land
-on it.
+each at ``--shifts`` global phase shifts (a shift of all legs is the same gait but another clip), and scored as the
+phase search scores (akd_core.distill.phase_scorer, ``--score``: by default the prompt-conditional denoising error
+over the unconditional one; fixed timesteps and noises, the same for every candidate). Prints, per prompt, each
+pattern's mean score relative to the best (0 = the prior's pick) and whether the prompt's own pattern wins; a prior
+whose pick is the prompt's pattern for every prompt makes the phase search land on it.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_phase_scores.py [MODEL_DIR] [--shifts 4] [--seed 0]
 """
@@ -22,7 +22,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import ClipRenderer, DistillConfig, _view, phase_scorer, phase_start_clip  # noqa: E402
+from akd_core.distill import (  # noqa: E402
+    PHASE_SEARCH_SCORES,
+    ClipRenderer,
+    DistillConfig,
+    _view,
+    phase_scorer,
+    phase_start_clip,
+)
 from akd_core.gait import phase_offsets  # noqa: E402
 from akd_core.leg_cycles import PhaseMotionParameters, pattern_phases  # noqa: E402
 from akd_core.legs import find_legs  # noqa: E402
@@ -42,11 +49,13 @@ def main() -> None:
     parser.add_argument("--shifts", type=int, default=4, help="global phase shifts per pattern (averaged)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guidance-scale", type=float, default=None)
+    parser.add_argument("--score", choices=PHASE_SEARCH_SCORES, default="classifier",
+                        help="what the phase search minimises (akd distill --phase-search-score)")
     args = parser.parse_args()
     model = resolve_video_model(args.model)
     robot = load_robot("quadruped")
     legs = find_legs(robot)
-    config = DistillConfig(param="phase", seed=args.seed)
+    config = DistillConfig(param="phase", seed=args.seed, phase_search_score=args.score)
     wins = 0
     for key in args.prompts:
         prompt = PROMPTS[key]

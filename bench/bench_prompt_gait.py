@@ -29,7 +29,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import PARAMETRISATIONS, SMOOTH_NORMS, clip_feet, config_overrides, stage_distill  # noqa: E402
+from akd_core.distill import (  # noqa: E402
+    PARAMETRISATIONS,
+    PHASE_SEARCH_SCORES,
+    SMOOTH_NORMS,
+    clip_feet,
+    config_overrides,
+    stage_distill,
+)
 from akd_core.gait_classify import classify_gait  # noqa: E402
 from akd_core.metrics import motion_metrics  # noqa: E402
 from akd_core.motion import Motion  # noqa: E402
@@ -76,6 +83,8 @@ def main() -> None:
     parser.add_argument("--cycle-harmonics", type=int, default=None, help="akd distill's --cycle-harmonics")
     parser.add_argument("--lr-cycle", type=float, default=None, help="akd distill's --lr-cycle (--param phase)")
     parser.add_argument("--phase-search-grid", type=int, default=None, help="akd distill's --phase-search-grid")
+    parser.add_argument("--phase-search-score", choices=PHASE_SEARCH_SCORES, default=None,
+                        help="akd distill's --phase-search-score")
     parser.add_argument("--sds-weight", type=float, default=None, help="DistillConfig.sds_weight (default 1)")
     parser.add_argument("--lambda-skate", type=float, default=None,
                         help="weight of distill's foot-sliding term (default: DistillConfig's)")

@@ -207,6 +207,26 @@ class VideoPrior(ABC):
         grad = torch.nan_to_num(latents - x0_hat, nan=0.0, posinf=0.0, neginf=0.0)
         return grad, x0_hat
 
+    # False for a prior whose prediction ignores the prompt (the oracle): phase search then scores the guided error
+    text_conditioned: bool = True
+
+    def predict_v_parts(self, noisy_latents: Tensor, timestep: int) -> tuple[Tensor, Tensor]:
+        """(unconditional v, prompt-conditional v) for (1, F', C, h, w): the two halves of classifier-free
+        guidance. Text priors implement it; the default refuses."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its unconditional and conditional "
+                                  "predictions; score with the guided denoising error")
+
+    @torch.no_grad()
+    def denoising_errors(self, latents: Tensor, timestep: int, noise: Tensor) -> tuple[float, float]:
+        """(unconditional, conditional) :meth:`denoising_error` from one batched prediction: how well the prior
+        denoises the clip without and with the prompt. Their ratio < 1 says the prompt explains the clip (the
+        implicit classifier of classifier-free guidance)."""
+        noisy = self.add_noise(latents.detach().float(), noise.float(), timestep)
+        v_uncond, v_cond = self.predict_v_parts(noisy, timestep)
+        clean = latents.detach().float()
+        return tuple(float((clean - self.x0_from_v(noisy, v.float(), timestep)).pow(2).mean())
+                     for v in (v_uncond, v_cond))
+
     @torch.no_grad()
     def denoising_error(self, latents: Tensor, timestep: int, noise: Tensor) -> float:
         """Mean squared distance from latents (1, F', C, h, w) to the prior's one-step x0 estimate from z_t

@@ -333,6 +333,15 @@ class CogVideoXPrior(VideoPrior):
         v = guided_prediction(self._transformer_call, z_t, t, self.cond_embeds, self.uncond_embeds, self.guidance_scale)
         return v.float()
 
+    @torch.no_grad()
+    def predict_v_parts(self, noisy_latents: Tensor, timestep: int) -> tuple[Tensor, Tensor]:
+        """(v_uncond, v_cond) for (1, F', C, h, w) from the same batched call :meth:`predict_v` makes."""
+        z_t = noisy_latents.to(self.device, self.dtype)
+        t = torch.full((2 * z_t.shape[0],), timestep, device=self.device, dtype=torch.long)
+        out = self._transformer_call(torch.cat([z_t, z_t]), torch.cat([self.uncond_embeds, self.cond_embeds]), t)
+        v_uncond, v_cond = out.float().chunk(2, dim=0)
+        return v_uncond, v_cond
+
     # -- loading -------------------------------------------------------------------------
 
     @classmethod

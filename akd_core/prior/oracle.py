@@ -42,6 +42,8 @@ class OracleVideoPrior(CogVideoXPrior):
     ``options``, set by :meth:`from_prior`), so a render equal to the target has zero gradient.
     """
 
+    text_conditioned = False  # its prediction is the target's, whatever the prompt
+
     def __init__(
         self,
         *args: Any,
