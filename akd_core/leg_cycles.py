@@ -198,39 +198,60 @@ class PhaseMotionParameters(torch.nn.Module):
             return torch.remainder(self.phase - self.phase[0], 1.0).numpy().astype(np.float64)
 
 
-def search_phases(score: Callable[[np.ndarray], float], phases: np.ndarray, grid: int = 8, sweeps: int = 2,
-                  progress: bool = True) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """Coordinate search of the legs' phases under ``score`` (lower is better): each sweep tries, for every leg,
-    ``grid`` phases spaced 1/grid apart from its current one and keeps the best (the first leg too: a shift of all
-    phases is the same gait, but not the same clip, and a prior sees the clip). Stops early after a sweep that
-    changed nothing. Returns the phases and one row per scored candidate (sweep, leg, phases, score).
+def search_phases(score: Callable[[np.ndarray], float], phases: np.ndarray, grid: int = 4, sweeps: int = 1,
+                  refine: int = 2, max_global: int = 256, progress: bool = True
+                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Search the legs' phases under ``score`` (lower is better); returns the best phases and one row per scored
+    candidate (stage, leg, phases, score).
 
-    Gradient steps on a phase only see the nearby pose: even the oracle prior, whose loss is the distance to a
-    trot's latents, leads Adam from random phases into a pattern with one pair wrong (a local minimum half a
-    cycle away). A grid over each leg's cycle sees every phase of it."""
-    best = np.remainder(np.asarray(phases, dtype=np.float64), 1.0)
+    Global stage: every combination of the other legs' phases relative to the first leg's (kept at its start
+    phase) on a grid of ``grid`` per cycle: grid^(L-1) candidates (64 for a quadruped at 4), among them every
+    quarter-cycle pattern (trot, pace, bound, pronk, walk) and none preferred. Skipped when there would be more
+    than ``max_global``. Local stage: ``sweeps`` coordinate sweeps that try, for every leg (the first too: a shift of
+    all phases is the same gait but not the same clip), ``grid * refine`` phases around the cycle from its current
+    one and keep the best; a sweep that changes nothing ends it.
+
+    Gradient steps on a phase only see the nearby pose, and one leg at a time is not enough either: even the
+    oracle prior, whose loss is the distance to a trot's latents, leads Adam from random phases to a pattern with
+    one pair half a cycle wrong, and the learnt priors' landscapes have such minima between the gaits too."""
+    start = np.remainder(np.asarray(phases, dtype=np.float64), 1.0)
+    num = len(start)
     cache: dict[tuple[int, ...], float] = {}
     rows: list[dict[str, Any]] = []
 
-    def evaluate(candidate: np.ndarray, sweep: int, leg: int) -> float:
+    def evaluate(candidate: np.ndarray, stage: str, leg: int) -> float:
         key = tuple(int(round(v * 1e6)) % 1_000_000 for v in np.remainder(candidate, 1.0))
         if key not in cache:
             cache[key] = float(score(candidate))
-            rows.append({"sweep": sweep, "leg": leg, "phases": [round(float(v), 4) for v in candidate],
+            rows.append({"stage": stage, "leg": leg, "phases": [round(float(v), 4) for v in candidate],
                          "score": cache[key]})
         return cache[key]
 
-    legs = range(len(best))
-    bar = tqdm(total=sweeps * len(legs) * grid, desc="phase search", disable=not progress, dynamic_ncols=True)
-    current = evaluate(best, 0, 0)
-    for sweep in range(sweeps):
+    combos = grid ** (num - 1) if num > 1 else 1
+    use_global = 1 < combos <= max_global
+    fine = grid * refine
+    total = 1 + (combos if use_global else 0) + sweeps * num * (fine - 1)
+    bar = tqdm(total=total, desc="phase search", disable=not progress, dynamic_ncols=True)
+    best, current = start, evaluate(start, "start", -1)
+    bar.update(1)
+    if use_global:
+        for index in range(combos):
+            steps = np.array([(index // grid ** k) % grid for k in range(num - 1)], dtype=np.float64)
+            candidate = start.copy()
+            candidate[1:] = np.remainder(start[0] + steps / grid, 1.0)
+            value = evaluate(candidate, "global", -1)
+            bar.update(1)
+            if value < current - 1e-12:
+                current, best = value, candidate
+        bar.set_postfix(score=f"{current:.4g}")
+    for _sweep in range(sweeps):
         changed = False
-        for leg in legs:
+        for leg in range(num):
             origin = best[leg]
-            for k in range(grid):
+            for k in range(1, fine):
                 candidate = best.copy()
-                candidate[leg] = (origin + k / grid) % 1.0
-                value = evaluate(candidate, sweep, leg)
+                candidate[leg] = (origin + k / fine) % 1.0
+                value = evaluate(candidate, "local", leg)
                 bar.update(1)
                 if value < current - 1e-12:
                     current, best, changed = value, candidate, True

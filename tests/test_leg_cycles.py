@@ -120,13 +120,14 @@ def test_phase_distill_runs_and_keeps_limits(quad):
     phases = random_phases(len(legs), 0)
     clip = cycle_clip(robot, cycle, phases, prior.num_frames, 8.0)
     config = DistillConfig(iterations=3, param="phase", n_gaussians=800, video_every=0, phase_search_grid=2,
-                           phase_search_sweeps=1, phase_search_timesteps=(300,), phase_search_draws=1)
+                           phase_search_sweeps=1, phase_search_timesteps=(300,), phase_search_draws=1, lr_cycle=1e-3)
     result = distill(robot, prior, clip, config, progress=False, phase_start=(cycle, phases))
     q = result.motion.joint_pos
     assert np.all(q >= robot.lower - 1e-6) and np.all(q <= robot.upper + 1e-6)
     assert "phase_3" in result.history[-1]
-    # the search scored the start and, per leg, the phase half a cycle away (one of them twice: cached)
-    assert 1 < len(result.phase_search) <= 1 + len(legs)
+    # the search scored the start, the 2^3 half-cycle patterns, and one sweep of quarter steps per leg
+    assert 9 < len(result.phase_search) <= 9 + 3 * len(legs)
+    assert {r["stage"] for r in result.phase_search} == {"start", "global", "local"}
     assert result.phase_search[0]["phases"] == pytest.approx(phases, abs=1e-4)
     with pytest.raises(ConfigError, match="phase_start"):
         distill(robot, prior, clip, config, progress=False)
@@ -140,11 +141,11 @@ def test_phase_parameters_need_legs():
         DistillConfig(param="joints")
 
 
-def test_search_phases_finds_a_known_pattern_on_its_grid():
-    """A score with one minimum (the circular distance to a pace), a start whose legs are off by multiples of the
-    grid step: the coordinate search lands exactly on the pace, scoring each candidate once."""
+def test_search_phases_finds_a_known_pattern_from_any_start():
+    """A score with one minimum (the circular distance to a pace), a start off the grid: the global stage gets
+    every leg within a grid step, the finer sweep lands exactly on the pace; each candidate is scored once."""
     target = np.array([0.3, 0.8, 0.3, 0.8])
-    start = np.remainder(target + np.array([0.25, 0.5, 0.125, 0.875]), 1.0)
+    start = np.array([0.425, 0.05, 0.6, 0.41])
     calls = []
 
     def score(phases):
@@ -152,11 +153,17 @@ def test_search_phases_finds_a_known_pattern_on_its_grid():
         d = np.remainder(np.asarray(phases) - target + 0.5, 1.0) - 0.5
         return float(np.sum(d * d))
 
-    best, rows = search_phases(score, start, grid=8, sweeps=3, progress=False)
+    best, rows = search_phases(score, start, grid=4, sweeps=2, progress=False)
     np.testing.assert_allclose(best, target, atol=1e-9)
-    assert rows[0]["score"] == pytest.approx(score(start)) and min(r["score"] for r in rows) < 1e-12
+    assert rows[0]["stage"] == "start" and rows[0]["score"] == pytest.approx(score(start))
+    assert sum(r["stage"] == "global" for r in rows) == 4 ** 3
+    assert min(r["score"] for r in rows) < 1e-12
     assert len(rows) == len(calls) - 1  # every distinct candidate scored once (the last call is the check above)
-    assert len(rows) <= 1 + 2 * 4 * 7  # the second sweep changes nothing, and the search stops there
+    # without the global stage (too many combinations) the sweeps alone still walk a separable score home
+    best, rows = search_phases(score, np.array([0.425, 0.05, 0.675, 0.55]), grid=4, sweeps=3, max_global=10,
+                               progress=False)
+    np.testing.assert_allclose(best, target, atol=1e-9)
+    assert not any(r["stage"] == "global" for r in rows)
 
 
 def test_contact_terms_do_not_reach_the_leg_phases(quad):
