@@ -40,6 +40,7 @@ class PipelineConfig:
     prior: str = "cogvideox"
     video_model: str | None = None
     distill_iterations: int | None = None
+    distill_param: str | None = None  # akd distill's --param (None: DistillConfig's default)
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -52,7 +53,8 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
                          iterations=cfg.distill_iterations, duration=cfg.duration, seed=cfg.seed,
-                         package_paths=cfg.package_paths, resume=True)
+                         package_paths=cfg.package_paths, resume=True,
+                         config_overrides={"param": cfg.distill_param} if cfg.distill_param else None)
 
 
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -235,6 +237,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder (default: "
                                                             "$AKD_VIDEO_MODEL, else the shipped models/akd-gaits-tiny)")
     parser.add_argument("--distill-iterations", type=int, default=None)
+    parser.add_argument("--param", choices=("frames", "phase"), default=None,
+                        help="sds source: what SDS optimises (akd distill --param; phase: the legs' phases of a "
+                             "gait-library stride, continued to --duration)")
 
 
 def cli(args: argparse.Namespace) -> int:
@@ -249,6 +254,6 @@ def cli(args: argparse.Namespace) -> int:
         robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, device=args.device, exports=exports, force=args.force, prior=args.prior,
-        video_model=args.video_model, distill_iterations=args.distill_iterations)
+        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param)
     run_pipeline(cfg)
     return 0

@@ -470,3 +470,29 @@ def test_cogvideox_15_patching_pads_latent_frames_like_the_pipeline():
     padded = torch.cat([noisy[:, :1], noisy], dim=1)  # the pipeline pads at the front and drops those frames
     v = _hand_v(prior, padded, timestep, _pipeline_rotary(prior, padded))[:, 1:]
     assert _rel_err(x0_hat, math.sqrt(a) * noisy - math.sqrt(1 - a) * v) < 1e-4
+
+
+def test_denoising_errors_are_the_cfg_halves_and_the_v_mse(tiny):
+    """denoising_errors: (unconditional, conditional) x0 errors from one batched call, equal to the guided error at
+    guidance 0 and 1 (the base class's way) and to (1 - a_t) x CogVideoXPrior.v_mse of the same embeddings."""
+    from akd_core.prior.base import VideoPrior
+
+    gen = torch.Generator().manual_seed(3)
+    latents = tiny.encode(torch.rand((tiny.num_frames, 3, tiny.height, tiny.width), generator=gen))
+    noise = torch.randn(latents.shape, generator=gen)
+    t = 400
+    uncond, cond = tiny.denoising_errors(latents, t, noise)
+    assert uncond != pytest.approx(cond, rel=1e-6)  # the prompt changes the prediction
+    a = float(tiny.alphas_cumprod[t])
+    assert cond == pytest.approx((1 - a) * tiny.v_mse(latents, noise, t, tiny.cond_embeds), rel=1e-4)
+    assert uncond == pytest.approx((1 - a) * tiny.v_mse(latents, noise, t, tiny.uncond_embeds), rel=1e-4)
+    base_parts = VideoPrior.predict_v_parts(tiny, tiny.add_noise(latents, noise, t), t)  # the generic way
+    fast_parts = tiny.predict_v_parts(tiny.add_noise(latents, noise, t), t)
+    for slow, fast in zip(base_parts, fast_parts):
+        torch.testing.assert_close(slow, fast, rtol=1e-4, atol=1e-5)
+    scale = tiny.guidance_scale
+    tiny.guidance_scale = 1.0
+    try:
+        assert tiny.denoising_error(latents, t, noise) == pytest.approx(cond, rel=1e-5)
+    finally:
+        tiny.guidance_scale = scale

@@ -128,3 +128,26 @@ def test_the_shipped_folder_is_installed_with_the_package(monkeypatch):
             assert installed.get(f"share/akd/models/{DEFAULT_MODEL_NAME}/{rel}") == \
                 path.relative_to(repo).as_posix(), rel
     assert MODELS_DIRS[1].parts[-3:] == ("share", "akd", "models")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # 3 runs of ~5 min alone on 2 cores (the phase search is ~92 prior evaluations each)
+def test_phase_sds_turns_each_prompt_into_its_gait(tmp_path):
+    """Issue 18's prompt -> gait clause with the shipped prior: `akd distill --param phase` from random leg phases
+    (seed 0) and the constant-velocity root turns "a dog trotting forward" into a trot, "a dog pacing" into a pace
+    and "a dog bounding" into a bound (classified from the foot heights of reference.npz), the root moving forward.
+    docs/prior_training.md ("Seventh session") has all three seeds."""
+    from akd_core.motion import Motion
+    from akd_core.robot import load_robot
+    from akd_core.rundir import RunDir
+
+    robot = load_robot("quadruped")
+    for gait, prompt in (("trot", "a dog trotting forward"), ("pace", "a dog pacing"), ("bound", "a dog bounding")):
+        run = RunDir(tmp_path / gait, create=True)
+        metrics = stage_distill(run, robot_spec="quadruped", prompt=prompt, prior="cogvideox", iterations=30,
+                                init="constant", seed=0, config_overrides={"param": "phase", "video_every": 0})
+        motion = Motion.load(run.file("reference.npz"), robot)
+        print(gait, metrics["gait_class"], metrics["gait_confidence"], metrics["leg_phases"])
+        assert metrics["gait_class"] == gait, metrics
+        assert motion.root_pos[-1, 0] - motion.root_pos[0, 0] > 0.5
+        assert metrics["foot_skate_mps"] < 0.3

@@ -210,11 +210,19 @@ class VideoPrior(ABC):
     # False for a prior whose prediction ignores the prompt (the oracle): phase search then scores the guided error
     text_conditioned: bool = True
 
+    @torch.no_grad()
     def predict_v_parts(self, noisy_latents: Tensor, timestep: int) -> tuple[Tensor, Tensor]:
         """(unconditional v, prompt-conditional v) for (1, F', C, h, w): the two halves of classifier-free
-        guidance. Text priors implement it; the default refuses."""
-        raise NotImplementedError(f"{type(self).__name__} does not expose its unconditional and conditional "
-                                  "predictions; score with the guided denoising error")
+        guidance, here as :meth:`predict_v` at guidance 0 and 1 (CogVideoXPrior gets both from one batched call)."""
+        scale = self.guidance_scale
+        try:
+            self.guidance_scale = 0.0
+            v_uncond = self.predict_v(noisy_latents, timestep).float()
+            self.guidance_scale = 1.0
+            v_cond = self.predict_v(noisy_latents, timestep).float()
+        finally:
+            self.guidance_scale = scale
+        return v_uncond, v_cond
 
     @torch.no_grad()
     def denoising_errors(self, latents: Tensor, timestep: int, noise: Tensor) -> tuple[float, float]:
