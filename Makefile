@@ -1,6 +1,6 @@
 # AKD: the two commands a new user runs.
 #   make demo   create/update .venv, install everything, run the main job on the built-in quadruped
-#   make test   create/update .venv and run the test suite
+#   make test   create/update .venv, check the import layering (.importlinter) and run the test suite
 # torch is installed pinned and first: an unpinned torch pulls a multi-GB CUDA build (see README).
 
 PYTHON ?= python3
@@ -28,6 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/akd run --robot quadruped --prompt "a dog trotting forward" --out $(DEMO_OUT)
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest
 
 bench: $(STAMP)

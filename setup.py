@@ -32,7 +32,7 @@ def _tree(folder: str, dest: str) -> list[tuple[str, list[str]]]:
 
 def _data_files() -> list[tuple[str, list[str]]]:
     """ament index marker, package.xml, launch files, robot URDFs and the shipped video prior (models/, found by
-    akd_core.prior.default under <prefix>/share/akd/models when not run from the source tree), so `colcon build`
+    akd_core.sds.prior.default under <prefix>/share/akd/models when not run from the source tree), so `colcon build`
     and `pip install .` install them."""
     files = [
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
@@ -83,7 +83,7 @@ setup(
     extras_require={
         "ros": ROS_WHEELS,
         "ray": ["ray>=2.40"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1"],
     },
     entry_points={
         "console_scripts": [

@@ -4,7 +4,7 @@ A sweep YAML expands into jobs; each job is one `akd run` in its own run directo
 ``out``, named from its parameters. Jobs are independent and idempotent: a job whose manifest
 says the pipeline finished is skipped, a failing job is recorded with its error and does not
 stop the others, and Ctrl-C stops cleanly (a re-run resumes). Every finished run is judged by the
-sweep's quality gates (``quality:``, :mod:`akd_core.quality`): the runs that pass are aggregated into
+sweep's quality gates (``quality:``, :mod:`akd_core.export.quality`): the runs that pass are aggregated into
 one dataset per export format under ``out/dataset/`` (rebuilt each time), the others are listed with
 their reasons. ``out/summary.json`` / ``summary.csv`` are written after every sweep, even when jobs
 fail, nothing passes, or the sweep is interrupted (docs/formats.md, "summary.json").
@@ -15,12 +15,10 @@ with CPU/GPU requests and retries on worker loss; ``--address`` joins an existin
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
 import re
-import sys
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -31,10 +29,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .errors import AKDError, ConfigError, DependencyError
-from .fileio import atomic_path, write_json_atomic
-from .quality import QualityGates, assess_run, figures_of, quality_table
-from .rundir import RunDir
+from akd_core.export import export_runs
+from akd_core.export.quality import QualityGates, assess_run, figures_of, quality_table
+from akd_core.io.errors import AKDError, ConfigError, DependencyError
+from akd_core.io.fileio import atomic_path, write_json_atomic
+from akd_core.io.rundir import RunDir
+from akd_core.pipeline import PipelineConfig, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,6 @@ def _record(job: Job, **fields: Any) -> dict[str, Any]:
 
 def run_job(job: Job) -> dict[str, Any]:
     """Run one job's pipeline (in a worker process); never raises: failures come back as records."""
-    from .pipeline import PipelineConfig, run_pipeline
 
     start = time.perf_counter()
     if job_done(job):
@@ -295,7 +294,6 @@ def _export_datasets(sweep: Sweep, rows: list[dict[str, Any]], episodes: dict[tu
                      allow_out_of_limits: bool) -> dict[str, list[str]]:
     """Rebuild ``out/dataset/`` from the included runs: built in a temporary folder and renamed into place, so it
     always holds exactly the runs the summary calls included (and a crash leaves the previous one)."""
-    from .export import export_runs
 
     datasets = Path(sweep.out) / "dataset"
     included = [r for r in rows if r["included"]]
@@ -410,24 +408,3 @@ def run_batch(sweep_path: str | Path, backend: str = "local", address: str | Non
                   executed=sum(r["status"] not in ("skipped", "interrupted") for r in results))
         raise
     return aggregate(sweep, results, include_rejected, executed=len(todo))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep", type=Path,
-                        help="sweep YAML (out, robots, prompts, seeds, source, duration, export, quality)")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local")
-    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    parser.add_argument("--max-parallel", type=int, default=None, help="concurrent jobs (default 1)")
-    parser.add_argument("--include-rejected", action="store_true",
-                        help="put every finished run in the dataset whatever the quality gates say "
-                             "(the summary marks the runs that fail them)")
-
-
-def cli(args: argparse.Namespace) -> int:
-    summary = run_batch(args.sweep, args.backend, args.address, args.max_parallel,
-                        include_rejected=args.include_rejected)
-    print(summary_table(summary))
-    if summary["exit_code"]:
-        print("akd batch: no run made it into the dataset; see the reasons above and in summary.json "
-              "(quality gates: sweep key 'quality', or --include-rejected)", file=sys.stderr)
-    return summary["exit_code"]

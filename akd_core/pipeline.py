@@ -7,15 +7,20 @@ stopped; the long stages (distill, track) also resume from their own checkpoints
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .rundir import PREVIEW, RunDir
+from akd_core.export import stage_export
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import PREVIEW, RunDir
+from akd_core.motion.stage import stage_gait
+from akd_core.physics.crosscheck import stage_crosscheck
+from akd_core.physics.tracker import stage_track
+from akd_core.render.preview import stage_preview
+from akd_core.sds.distill import stage_distill
 
 SOURCES = ("gait", "sds")
 DEFAULT_EXPORTS = ("hdf5", "lerobot")
@@ -45,11 +50,9 @@ class PipelineConfig:
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
     if cfg.source == "gait":
-        from .gait import stage_gait
 
         return stage_gait(run, robot_spec=cfg.robot, prompt=cfg.prompt, duration=cfg.duration, fps=cfg.fps,
-                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths, preview=False)
-    from .distill import stage_distill
+                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths)
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
                          iterations=cfg.distill_iterations, duration=cfg.duration, seed=cfg.seed,
@@ -58,33 +61,26 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
 
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .physics.tracker import stage_track
 
     return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed)
 
 
 def _crosscheck_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .physics.crosscheck import stage_crosscheck
 
     return stage_crosscheck(run, device=cfg.device)
 
 
 def _preview_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .preview import stage_preview
 
     return stage_preview(run)
 
 
 def _export_stage(cfg: PipelineConfig, run: RunDir) -> dict:
-    from .export import export_runs
-
-    written: dict[str, Any] = {}
-    with run.running_stage("export", {"formats": list(cfg.exports)}) as metrics:
-        for fmt in cfg.exports:
-            paths = export_runs([run.path], fmt, None)
-            written[fmt] = [str(p) for p in paths]
-        metrics["files"] = written
-    return written
+    if not cfg.exports:  # --export none: the stage is recorded, nothing is written
+        with run.running_stage("export", {"formats": []}) as metrics:
+            metrics["files"] = {}
+        return metrics
+    return stage_export(run, list(cfg.exports))  # no quality gates: a fallen run's dataset says success=False
 
 
 STAGES: list[tuple[str, Callable[[PipelineConfig, RunDir], Any]]] = [
@@ -214,46 +210,3 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     if (run.path / PREVIEW).exists():
         lines.append(f"  watch:            {run.path / PREVIEW}")
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .cli import add_robot_options
-
-    add_robot_options(parser)
-    parser.add_argument("--prompt", required=True, help="text describing the motion, e.g. 'a dog trotting forward'")
-    parser.add_argument("--out", required=True, type=Path, help="run directory (created)")
-    parser.add_argument("--source", choices=SOURCES, default="gait",
-                        help="gait: procedural gait library (CPU, seconds); sds: SDS distillation from a video prior")
-    parser.add_argument("--duration", type=float, default=4.0, help="clip length in seconds (default 4)")
-    parser.add_argument("--fps", type=float, default=50.0, help="reference frame rate (default 50)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
-    parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
-    parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
-    parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),
-                        help="comma-separated export formats (hdf5,lerobot,amp,isaaclab-amp,rosbag2 | all | none)")
-    parser.add_argument("--force", action="store_true", help="re-run stages that are already done")
-    parser.add_argument("--prior", default="cogvideox", help="sds source: cogvideox | tiny")
-    parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder (default: "
-                                                            "$AKD_VIDEO_MODEL, else the shipped models/akd-gaits-tiny)")
-    parser.add_argument("--distill-iterations", type=int, default=None)
-    parser.add_argument("--param", choices=("frames", "phase"), default=None,
-                        help="sds source: what SDS optimises (akd distill --param; phase: the legs' phases of a "
-                             "gait-library stride, continued to --duration)")
-
-
-def cli(args: argparse.Namespace) -> int:
-    exports: tuple[str, ...]
-    if args.export in ("", "none"):
-        exports = ()
-    elif args.export == "all":
-        exports = ("hdf5", "lerobot", "amp", "isaaclab-amp", "rosbag2")
-    else:
-        exports = tuple(x.strip() for x in args.export.split(",") if x.strip())
-    cfg = PipelineConfig(
-        robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
-        seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
-        track_iterations=args.iterations, device=args.device, exports=exports, force=args.force, prior=args.prior,
-        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param)
-    run_pipeline(cfg)
-    return 0

@@ -1,4 +1,4 @@
-"""``akd ros ...``: the ROS 2 commands of the ``akd`` CLI (wired by akd_core/cli.py).
+"""``akd ros ...``: the ROS 2 commands of the ``akd`` CLI (wired by akd_core/cli/).
 
 ``akd ros replay RUN [--rate HZ] [--loop]`` streams a run on live topics (see :mod:`akd_ros.replay`);
 ``akd ros generate --robot R --prompt P`` runs the generator node once (pipeline, then replay).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from akd_core.errors import DependencyError
+from akd_core.io.errors import DependencyError
 
 
 def _require_rclpy() -> None:
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _replay(args: argparse.Namespace) -> int:
     _require_rclpy()
-    from .replay import replay_run
+    from akd_ros.replay import replay_run
 
     # akd_core.cli.main has made SIGINT stop this process even if it was started with SIGINT ignored
     options = {}
@@ -74,7 +74,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     _require_rclpy()
-    from .generator import run_generator_node
+    from akd_ros.generator import run_generator_node
 
     run_generator_node({"robot": args.robot, "prompt": args.prompt, "out": args.out, "source": args.source,
                         "loop": bool(args.loop), "autostart": True, "exit_after_replay": True}, args=[])

@@ -4,7 +4,7 @@
 PD targets (position commands) and torques, and the root pose. It is read from
 ``tracked.npz`` (tracked rate 1/dt) or, when a run has no tracking yet, from ``reference.npz``.
 The ``*_msg`` builders turn one sample into the standard message each consumer expects
-(FORMATS.md, ROS 2 section): ``sensor_msgs/JointState``, ``trajectory_msgs/JointTrajectory``
+(docs/ros.md): ``sensor_msgs/JointState``, ``trajectory_msgs/JointTrajectory``
 without effort (ros2_control rejects effort), ``std_msgs/Float64MultiArray`` (forward command
 controllers), ``nav_msgs/Odometry`` and the ``robot_description`` string with ``file://`` URIs.
 """
@@ -23,9 +23,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from akd_core.errors import ConfigError, MotionError, RunDirError
-from akd_core.motion import Motion, TrackedMotion, quat_to_matrix
-from akd_core.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.errors import ConfigError, MotionError, RunDirError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.motion.clip import Motion, TrackedMotion
 
 NS_PER_S = 1_000_000_000
 

@@ -30,16 +30,15 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 
-from akd_core.errors import AKDError, ConfigError
-from akd_core.signals import stop_on_sigint
-
-from .replay import (
+from akd_core.io.errors import AKDError, ConfigError
+from akd_core.io.signals import stop_on_sigint
+from akd_ros.replay import (
     ReplayOptions,
     RunReplayer,
     declare_replay_parameters,
     replay_options_from_parameters,
 )
-from .replay import parameter_names as replay_parameter_names
+from akd_ros.replay import parameter_names as replay_parameter_names
 
 NODE_NAME = "akd_generator"
 REPLAY_SKIP = ("run_dir", "source")  # the run is the generated one; "source" here means gait | sds

@@ -27,10 +27,9 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from akd_core.errors import ConfigError
-from akd_core.fileio import write_json_atomic
-
-from .convert import NS_PER_S
+from akd_core.io.errors import ConfigError
+from akd_core.io.fileio import write_json_atomic
+from akd_ros.convert import NS_PER_S
 
 
 def _stamp(stamp: Any) -> int:

@@ -19,7 +19,7 @@ every sample that has come due, in order (none is skipped). Stamps are the sampl
 
 Safety: before anything is published, every command (PD-target positions, their velocities,
 torques) is checked against the URDF limits (:mod:`akd_ros.safety`); a violation stops the node
-with a :class:`~akd_core.errors.JointLimitError` (exit code 2) unless ``allow_unsafe`` is true.
+with a :class:`~akd_core.io.errors.JointLimitError` (exit code 2) unless ``allow_unsafe`` is true.
 """
 
 from __future__ import annotations
@@ -44,12 +44,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from akd_core.errors import AKDError, ConfigError, MotionError
-from akd_core.robot import load_urdf
-from akd_core.rundir import ROBOT_URDF, RunDir
-from akd_core.signals import stop_on_sigint
-
-from .convert import (
+from akd_core.io.errors import AKDError, ConfigError, MotionError
+from akd_core.io.rundir import ROBOT_URDF, RunDir
+from akd_core.io.signals import stop_on_sigint
+from akd_core.model.robot import load_urdf
+from akd_ros.convert import (
     LOOP_RETURN_SPEED_RATIO,
     NS_PER_S,
     ReplayData,
@@ -63,7 +62,7 @@ from .convert import (
     time_msg,
     with_loop_return,
 )
-from .safety import JointLimits, command_violations, refuse_unsafe
+from akd_ros.safety import JointLimits, command_violations, refuse_unsafe
 
 NODE_NAME = "akd_replay"
 TOPIC_PARAMETERS = {

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from akd_core.errors import JointLimitError, MotionError
-from akd_core.robot import Robot
+from akd_core.io.errors import JointLimitError, MotionError
+from akd_core.model.robot import Robot
 
-POSITION_TOLERANCE = 1e-6  # rad or m, as akd_core.motion.LIMIT_TOLERANCE
+POSITION_TOLERANCE = 1e-6  # rad or m, as akd_core.motion.clip.LIMIT_TOLERANCE
 RELATIVE_TOLERANCE = 1e-6  # of the velocity / effort limit (float32 storage of a clamped value)
 MAX_LISTED = 5
 

@@ -14,8 +14,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.kinematics import ForwardKinematics  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
+from akd_core.model.kinematics import ForwardKinematics  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
 
 
 def bench(name: str, frames: int, repeats: int, dtype: torch.dtype) -> dict:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import stage_distill  # noqa: E402
-from akd_core.gait import stage_gait  # noqa: E402
-from akd_core.rundir import RunDir  # noqa: E402
+from akd_core.io.rundir import RunDir  # noqa: E402
+from akd_core.motion.stage import stage_gait  # noqa: E402
+from akd_core.sds.distill import stage_distill  # noqa: E402
 
 
 def main() -> None:
@@ -36,8 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     target = RunDir(args.out / "target", create=True)
     if not target.file("reference.npz").exists():
-        stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0,
-                   preview=False)
+        stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0)
     run = RunDir(args.out / f"recover_{args.space}", create=True)
     tic = time.perf_counter()
     metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="oracle",

@@ -1,9 +1,9 @@
 """Which footfall pattern does a prior prefer for each prompt? The landscape `akd distill --param phase` searches.
 
-For each prompt, the built-in quadruped's gait-library leg cycle (akd_core.leg_cycles, the prompt's speed, cadence
+For each prompt, the built-in quadruped's gait-library leg cycle (akd_core.sds.phase, the prompt's speed, cadence
 capped as in distill) is rendered with the phases of each named pattern (trot, pace, bound, walk, pronk, gallop),
 each at ``--shifts`` global phase shifts (a shift of all legs is the same gait but another clip), and scored as the
-phase search scores (akd_core.distill.phase_scorer, ``--score``: by default the prompt-conditional denoising error
+phase search scores (akd_core.sds.distill.phase_scorer, ``--score``: by default the prompt-conditional denoising error
 over the unconditional one; fixed timesteps and noises, the same for every candidate). Prints, per prompt, each
 pattern's mean score relative to the best (0 = the prior's pick) and whether the prompt's own pattern wins; a prior
 whose pick is the prompt's pattern for every prompt makes the phase search land on it.
@@ -22,20 +22,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import (  # noqa: E402
-    PHASE_SEARCH_SCORES,
-    ClipRenderer,
-    DistillConfig,
-    _view,
-    phase_scorer,
-    phase_start_clip,
-)
-from akd_core.gait import phase_offsets  # noqa: E402
-from akd_core.leg_cycles import PhaseMotionParameters, pattern_phases  # noqa: E402
-from akd_core.legs import find_legs  # noqa: E402
-from akd_core.prior import make_prior  # noqa: E402
-from akd_core.prior.default import resolve_video_model  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
+from akd_core.model.legs import find_legs  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
+from akd_core.motion.gait import phase_offsets  # noqa: E402
+from akd_core.sds.clip_render import ClipRenderer
+from akd_core.sds.distill import PHASE_SEARCH_SCORES, DistillConfig, _view, phase_scorer, phase_start_clip
+from akd_core.sds.phase import PhaseMotionParameters, pattern_phases  # noqa: E402
+from akd_core.sds.prior import make_prior  # noqa: E402
+from akd_core.sds.prior.default import resolve_video_model  # noqa: E402
 
 PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding",
            "walk": "a dog walking forward"}

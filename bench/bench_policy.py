@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core import policy as P  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
+from akd_core.learn import policy as P  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
 from tests.test_policy import tracked_trot_runs, write_hdf5_from_runs  # noqa: E402
 
 CLIPS = [(0.6, 0.0), (0.8, 0.0), (0.8, 1.5), (1.0, 0.0)]

@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.prior.cogvideox import CogVideoXPrior  # noqa: E402
-from akd_core.prior.train import load_clips, split_clips  # noqa: E402
+from akd_core.sds.prior.cogvideox import CogVideoXPrior  # noqa: E402
+from akd_core.sds.prior.training import load_clips, split_clips  # noqa: E402
 
 CAPTIONS = {"trot": "a dog trotting", "pace": "a dog pacing", "bound": "a dog bounding",
             "gallop": "a dog galloping", "walk": "a dog walking", "standing": "a dog standing still"}

@@ -32,12 +32,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import VIDEO_FPS, DistillConfig, fit_clip, render_motion  # noqa: E402
-from akd_core.gait import generate_gait, generate_gait_result  # noqa: E402
-from akd_core.prior.cogvideox import CogVideoXPrior  # noqa: E402
-from akd_core.prior.default import resolve_video_model  # noqa: E402
-from akd_core.prompt import spec_from_prompt  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
+from akd_core.motion.gait import generate_gait, generate_gait_result  # noqa: E402
+from akd_core.motion.prompt import spec_from_prompt  # noqa: E402
+from akd_core.sds.clip_render import fit_clip  # noqa: E402
+from akd_core.sds.distill import VIDEO_FPS, DistillConfig, render_motion  # noqa: E402
+from akd_core.sds.prior.cogvideox import CogVideoXPrior  # noqa: E402
+from akd_core.sds.prior.default import resolve_video_model  # noqa: E402
 
 PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding",
            "gallop": "a dog galloping", "walk": "a dog walking", "standing": "a dog standing still"}

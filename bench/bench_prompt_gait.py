@@ -2,7 +2,7 @@
 
 For each prompt and seed, `akd distill` runs with the model folder's prior (CogVideoX code path, the folder's
 VAE, transformer, tokenizer and text encoder) from a neutral start (``--init standing`` or ``constant``), then
-the distilled clip is classified by :func:`akd_core.gait_classify.classify_gait` and its root displacement along
+the distilled clip is classified by :func:`akd_core.motion.classify.classify_gait` and its root displacement along
 the start heading is measured. Prints one row per run and, per prompt, how many seeds gave the asked gait; the
 criterion is >= 2 of 3 correct per prompt and a root that moves forward. Each row also shows how much the legs
 move: the mean peak-to-peak foot height ("foot swing", the gait library's 2 s clips at 25 fps: 5.4 cm for trot,
@@ -13,7 +13,7 @@ a clip whose legs hardly move is classified from a few centimetres of body bob.
         [--iterations 300] [--init standing|constant] [--out runs/prompt_gait] [--guidance-scale G]
         [--negative-prompt TEXT] [--t-max START END] [--sds-denoise-steps K] [--init-noise RAD] (akd distill's options)
 
-MODEL_DIR defaults to the shipped prior (``akd_core.prior.default``). Runs already finished under --out are
+MODEL_DIR defaults to the shipped prior (``akd_core.sds.prior.default``). Runs already finished under --out are
 re-read, not re-run (delete the folder to start over).
 """
 
@@ -29,20 +29,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import (  # noqa: E402
+from akd_core.cli.distill import config_overrides  # noqa: E402
+from akd_core.cli.prior_options import add_prior_arguments, prior_options_from_args  # noqa: E402
+from akd_core.io.rundir import RunDir  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
+from akd_core.motion.classify import classify_gait  # noqa: E402
+from akd_core.motion.clip import Motion  # noqa: E402
+from akd_core.motion.metrics import motion_metrics  # noqa: E402
+from akd_core.sds.distill import (  # noqa: E402
     PARAMETRISATIONS,
     PHASE_SEARCH_SCORES,
     SMOOTH_NORMS,
     clip_feet,
-    config_overrides,
     stage_distill,
 )
-from akd_core.gait_classify import classify_gait  # noqa: E402
-from akd_core.metrics import motion_metrics  # noqa: E402
-from akd_core.motion import Motion  # noqa: E402
-from akd_core.prior import add_prior_arguments  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
-from akd_core.rundir import RunDir  # noqa: E402
 
 PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding"}
 
@@ -107,7 +107,7 @@ def main() -> None:
             if not done:
                 stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
                               video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
-                              prior_args=args, config_overrides=overrides)
+                              prior_options=prior_options_from_args(args), config_overrides=overrides)
             metrics = run.stage("distill").get("metrics", {})
             motion = Motion.load(run.file("reference.npz"), robot)
             swing = classify_gait(robot, motion).amplitude_m  # peak-to-peak foot heights: do the legs move at all?

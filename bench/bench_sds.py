@@ -16,9 +16,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.distill import DistillConfig, constant_velocity_init, distill, standing_height  # noqa: E402
-from akd_core.prior import make_prior  # noqa: E402
-from akd_core.robot import load_robot  # noqa: E402
+from akd_core.model.load import load_robot  # noqa: E402
+from akd_core.sds.clip_render import constant_velocity_init, standing_height  # noqa: E402
+from akd_core.sds.distill import DistillConfig, distill  # noqa: E402
+from akd_core.sds.prior import make_prior  # noqa: E402
 
 
 def peak_rss_mb() -> float:

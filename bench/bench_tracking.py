@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from akd_core.physics import crosscheck as C  # noqa: E402
 from akd_core.physics import tracker as TR  # noqa: E402
-from akd_core.physics.engine import make_engine  # noqa: E402
+from akd_core.physics.engines import make_engine  # noqa: E402
 
 CLIPS = {  # robot, pattern, speed m/s, frequency Hz (None: the gait's own)
     "quadruped-trot": ("quadruped", "trot", 0.4, 1.6),
@@ -47,7 +47,7 @@ COLUMNS = ("link_pos_err_m", "heading_err_deg", "stance_slip_mps", "root_height_
 
 
 def robot_of(name: str):
-    from akd_core.robot import load_robot
+    from akd_core.model.load import load_robot
 
     if name in ("quadruped", "humanoid", "ostrich", "hexapod"):
         return load_robot(name)
@@ -57,9 +57,9 @@ def robot_of(name: str):
 
 
 def clip(name: str, duration: float):
-    from akd_core.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
-    from akd_core.legs import find_legs
-    from akd_core.prompt import spec_from_prompt
+    from akd_core.model.legs import find_legs
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
 
     robot_name, _, kind = name.rpartition("-")
     robot = robot_of(robot_name)
@@ -85,7 +85,7 @@ def bench_clip(name: str, duration: float, adam: bool, samples: int | None, devi
     robot, motion = clip(name, duration)
     cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device)
     setup = TR.build(robot, motion, cfg)
-    from akd_core.feasibility import feasibility_summary
+    from akd_core.motion.feasibility import feasibility_summary
 
     cop = feasibility_summary(robot, motion)["cop_inside_frac"]
     print(f"\n## {name}: {robot.num_dofs} DoF, {robot.total_mass:.1f} kg, {duration:g} s, "

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from akd_core.motion import Motion, TrackedMotion
-from akd_core.robot import load_urdf
-from akd_core.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
 
 from .conftest import example_robot_urdf
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from akd_core.batch import expand_jobs, load_sweep, run_batch
-from akd_core.errors import ConfigError
-from akd_core.quality import QualityGates
+from akd_core.export.quality import QualityGates
+from akd_core.io.errors import ConfigError
 
 
 def _write_sweep(folder: Path, out: str) -> Path:
@@ -197,7 +197,7 @@ def test_an_interrupted_sweep_still_writes_its_summary(tmp_path, monkeypatch):
 
 def _weak_quadruped(folder: Path) -> Path:
     """The built-in quadruped with every effort limit at 1 %: too weak to stand."""
-    from akd_core.skeletons import build
+    from akd_core.model.skeletons import build
 
     robot = build("quadruped")
     for joint in robot.joints:
@@ -254,7 +254,7 @@ def test_ray_backend_without_ray_is_a_clear_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
     sweep = _write_sweep(tmp_path, "runs/noray")
-    from akd_core.errors import DependencyError
+    from akd_core.io.errors import DependencyError
 
     with pytest.raises(DependencyError, match="pip install"):
         run_batch(sweep, backend="ray", progress=False)

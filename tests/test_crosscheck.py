@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
+from akd_core.io.rundir import RunDir
+from akd_core.model.robot import load_urdf
 from akd_core.physics import crosscheck as C
 from akd_core.physics import tracker as TR
 from akd_core.physics.params import physics_from_dict
-from akd_core.robot import load_urdf
-from akd_core.rundir import RunDir
 from tests.conftest import example_robot_urdf
 from tests.test_gradient import trot_in_place
 
@@ -68,7 +68,7 @@ def test_stage_crosscheck_writes_json_and_picks_the_other_engine(a1, tmp_path, m
 def test_newton_model_takes_masses_from_the_urdf_only(a1):
     """Newton would add every collision shape's volume at its default density (a1: +0.7 kg, anymal_c: +29 kg):
     the cross-check must simulate the same robot MuJoCo does."""
-    from akd_core.physics.newton_engine import newton_model
+    from akd_core.physics.engines.newton import newton_model
     from akd_core.physics.params import default_physics
 
     model = newton_model(a1, default_physics(a1), worlds=2)
@@ -78,7 +78,7 @@ def test_newton_model_takes_masses_from_the_urdf_only(a1):
 def test_newton_gets_a_urdf_of_collisions_with_meshes_it_can_read(tmp_path):
     """anymal_b's foot visuals are COLLADA files Newton's reader rejects: Newton's URDF carries collisions only,
     every mesh as STL/OBJ, and the model builds."""
-    from akd_core.physics.newton_engine import newton_model
+    from akd_core.physics.engines.newton import newton_model
     from akd_core.physics.params import default_physics
 
     robot = load_urdf(example_robot_urdf("anymal_b"))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from akd_core.cli import main
-from akd_core.errors import DependencyError
-from akd_core.gait_classify import GAITS
-from akd_core.prior import default
-from akd_core.prior.tiny import save_tiny_pretrained
-from akd_core.rundir import RunDir
+from akd_core.io.errors import DependencyError
+from akd_core.io.rundir import RunDir
+from akd_core.motion.classify import GAITS
+from akd_core.sds.prior import default
+from akd_core.sds.prior.tiny import save_tiny_pretrained
 
 PROMPT = "a dog trotting forward"
 FAST = ["--iterations", "1", "--n-gaussians", "400", "--width", "32", "--height", "32"]

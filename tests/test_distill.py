@@ -6,23 +6,22 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.distill import (
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import RunDir
+from akd_core.model.load import load_robot
+from akd_core.model.spatial.tensor import rotvec_to_matrix
+from akd_core.motion.clip import Motion
+from akd_core.sds.clip_render import MotionParameters, fit_clip
+from akd_core.sds.distill import (
     DistillConfig,
-    MotionParameters,
     distill,
-    fit_clip,
     float_loss,
     ground_loss,
     render_motion,
-    rotvec_to_matrix,
     skate_loss,
     smoothness_loss,
     stage_distill,
 )
-from akd_core.errors import ConfigError
-from akd_core.motion import Motion
-from akd_core.robot import load_robot
-from akd_core.rundir import RunDir
 
 
 def test_smoothness_loss_is_mean_abs_laplacian():
@@ -46,8 +45,8 @@ def test_float_loss_is_the_mean_height_of_each_frames_lowest_point():
 def test_float_term_brings_a_lifted_body_back_to_the_ground():
     """With the SDS weight at zero, the paper's objective leaves a body lifted 10 cm where it is (L_ground only
     pushes up); AKD's L_float (default weight and 2 cm clearance) sets it back down to within the clearance."""
-    from akd_core.distill import standing_height
-    from akd_core.prior import make_prior
+    from akd_core.sds.clip_render import standing_height
+    from akd_core.sds.prior import make_prior
 
     robot = load_robot("quadruped")
     prior = make_prior("tiny", "a dog trotting", seed=0)
@@ -93,7 +92,7 @@ def test_skate_term_stops_feet_sliding_under_a_gliding_body():
     """A rest pose carried forward at 0.3 m/s (the paper's constant-velocity init) slides all four feet. With the
     SDS weight at zero, the paper's objective keeps the slide; AKD's L_skate removes it (the body stops, or the legs
     swing back under it). The distilled clip carries the detected feet, so reference.npz has stance flags."""
-    from akd_core.prior import make_prior
+    from akd_core.sds.prior import make_prior
 
     robot = load_robot("quadruped")
     prior = make_prior("tiny", "a dog trotting", seed=0)
@@ -126,7 +125,7 @@ def test_rotvec_matrix_matches_rodrigues_and_is_smooth_at_zero():
 
 
 def _standing_clip(robot, frames: int, fps: float) -> Motion:
-    from akd_core.distill import constant_velocity_init, standing_height
+    from akd_core.sds.clip_render import constant_velocity_init, standing_height
 
     return constant_velocity_init(robot, frames, fps, speed=0.3, height=standing_height(robot))
 
@@ -141,7 +140,7 @@ def test_parameters_respect_joint_limits_after_projection():
 
 
 def test_tiny_cogvideox_runs_a_full_iteration_on_cpu(tmp_path):
-    from akd_core.prior import make_prior
+    from akd_core.sds.prior import make_prior
 
     robot = load_robot("quadruped")
     prior = make_prior("tiny", "a dog trotting", seed=0)
@@ -155,7 +154,7 @@ def test_tiny_cogvideox_runs_a_full_iteration_on_cpu(tmp_path):
 
 @pytest.mark.parametrize("camera", ["follow", "orbit"])
 def test_resume_continues_with_identical_parameters(tmp_path, camera):
-    from akd_core.prior import make_prior
+    from akd_core.sds.prior import make_prior
 
     robot = load_robot("quadruped")
     prior = make_prior("tiny", "a dog trotting", seed=0)
@@ -184,11 +183,10 @@ def test_oracle_distillation_descends_to_the_target_latents(tmp_path):
 
     (Recovering the joint angles themselves is NOT asserted: with one camera at 64 px and a random tiny VAE the
     legs' hidden degrees of freedom are not identifiable; see docs/benchmarks.md for the measured joint errors.)"""
-    from akd_core.gait import stage_gait
+    from akd_core.motion.stage import stage_gait
 
     target = RunDir(tmp_path / "target", create=True)
-    stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0,
-               preview=False)
+    stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0)
     run = RunDir(tmp_path / "recover", create=True)
     metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="oracle",
                             target=target.path, iterations=60, init="standing", seed=0,
@@ -225,8 +223,8 @@ def test_gaussian_blur_matches_scipy_and_keeps_flat_images():
 def test_oracle_sees_the_target_through_every_orbit_view():
     """Multi-view known answer: the oracle re-renders its target through each iteration's random camera and blur,
     so a clip equal to the target has zero SDS gradient in every view, while a standing clip is pulled towards it."""
-    from akd_core.distill import target_view_renderer
-    from akd_core.prior import OracleVideoPrior, make_prior
+    from akd_core.sds.distill import target_view_renderer
+    from akd_core.sds.prior import OracleVideoPrior, make_prior
 
     robot = load_robot("quadruped")
     base = make_prior("tiny", "a dog trotting", seed=0)
@@ -261,7 +259,7 @@ def test_oracle_sees_the_target_through_every_orbit_view():
 
 
 def test_pixel_oracle_encodes_the_fitted_frames():
-    from akd_core.prior import OracleVideoPrior, make_prior
+    from akd_core.sds.prior import OracleVideoPrior, make_prior
 
     base = make_prior("tiny", "a dog trotting", seed=0)
     video = torch.rand(5, 3, 32, 32)
@@ -282,11 +280,10 @@ def test_pixel_oracle_recovers_the_trot_from_orbiting_cameras(tmp_path):
 
     The same run through the random tiny VAE does NOT recover the joints (0.307 -> 0.39 rad, docs/benchmarks.md):
     a random video VAE's encoder does not keep the pose; that part waits for trained VAE weights."""
-    from akd_core.gait import stage_gait
+    from akd_core.motion.stage import stage_gait
 
     target = RunDir(tmp_path / "target", create=True)
-    stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0,
-               preview=False)
+    stage_gait(target, robot_spec="quadruped", prompt="a dog trotting forward", duration=1.2, fps=50, seed=0)
     run = RunDir(tmp_path / "recover", create=True)
     metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="oracle",
                             target=target.path, iterations=400, init="standing", seed=0, oracle_space="pixels",
@@ -348,7 +345,8 @@ def test_a_killed_or_interrupted_distill_stops_through_its_checkpoint(tmp_path, 
 def test_init_noise_perturbs_every_joint_within_the_limits():
     """--init-noise: the start gets i.i.d. noise of the given std on every joint and frame (reproducible from the
     seed, clipped into the URDF limits); the root path is untouched; a negative std is refused."""
-    from akd_core.distill import add_init_noise, constant_velocity_init, standing_height
+    from akd_core.sds.clip_render import constant_velocity_init, standing_height
+    from akd_core.sds.distill import add_init_noise
 
     robot = load_robot("quadruped")
     start = constant_velocity_init(robot, 49, 8.0, speed=0.5, height=standing_height(robot))

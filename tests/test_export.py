@@ -13,15 +13,16 @@ import h5py
 import numpy as np
 import pytest
 
-from akd_core.errors import ConfigError, JointLimitError, RunDirError
 from akd_core.export import export_runs, load_episode, read_hdf5, read_lerobot, read_rosbag
 from akd_core.export.common import CONTACT_HEIGHT_M
 from akd_core.export.hdf5 import write_hdf5
 from akd_core.export.lerobot import write_lerobot
-from akd_core.kinematics import ForwardKinematics
-from akd_core.motion import Motion, TrackedMotion, quat_to_matrix
-from akd_core.robot import load_urdf
-from akd_core.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.errors import ConfigError, JointLimitError, RunDirError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.robot import load_urdf
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.motion.clip import Motion, TrackedMotion
 
 from .conftest import example_robot_urdf
 
@@ -164,7 +165,7 @@ def test_hdf5_reads_the_way_robomimic_and_our_bc_reader_read_it(runs, tmp_path):
             n = f[f"data/{ep}"].attrs["num_samples"]
             assert all(f[f"data/{ep}/obs/{k}"].shape[0] == n for k in f[f"data/{ep}/obs"])
             assert f[f"data/{ep}/actions"].shape == (n, 12)
-    from akd_core.policy import load_dataset
+    from akd_core.learn.policy import load_dataset
 
     dataset = load_dataset(path)
     assert [d.name for d in dataset.demos] == ["demo_0", "demo_1"]
@@ -231,7 +232,7 @@ def test_out_of_limit_targets_are_refused_unless_overridden(tmp_path):
 def test_simulated_states_may_press_a_hair_past_a_limit_commands_may_not(tmp_path):
     """A joint held against its limit by load sinks into the simulator's (stiff, finite) limit: a tracked state
     1 mrad past it exports; 10 mrad past it, or a PD target 1 mrad past it, is refused."""
-    from akd_core.motion import STATE_LIMIT_TOLERANCE
+    from akd_core.motion.clip import STATE_LIMIT_TOLERANCE
 
     run = make_run(tmp_path / "pressed", "a dog", 0)
     robot = load_urdf(run.file(ROBOT_URDF))
@@ -464,8 +465,8 @@ def test_akd_export_cli_writes_every_format_and_records_the_stage(tmp_path):
 
 
 def test_several_robots_share_an_hdf5_but_not_a_lerobot_dataset(runs, tmp_path):
-    from akd_core.errors import MotionError
-    from akd_core.robot import load_robot
+    from akd_core.io.errors import MotionError
+    from akd_core.model.load import load_robot
 
     robot = load_robot("hexapod")
     run = RunDir(tmp_path / "hexapod_stand", create=True)

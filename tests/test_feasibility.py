@@ -1,6 +1,6 @@
-"""Dynamic feasibility of a reference (akd_core.feasibility): known answers for the centre of pressure, the support
-polygon and the residual wrench, an independent check of the centroidal wrench against MuJoCo's inverse dynamics,
-and the figures `akd gait` records and prints."""
+"""Dynamic feasibility of a reference (akd_core.motion.feasibility): known answers for the centre of pressure, the
+support polygon and the residual wrench, an independent check of the centroidal wrench against MuJoCo's inverse
+dynamics, and the figures `akd gait` records and prints."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import MotionError
-from akd_core.feasibility import GRAVITY, centroidal_wrench, convex_hull_2d, feasibility, signed_distance
-from akd_core.gait import stance_pose
-from akd_core.kinematics import ForwardKinematics
-from akd_core.legs import find_legs
-from akd_core.motion import Motion
-from akd_core.robot import load_robot
-from akd_core.rundir import RunDir
+from akd_core.io.errors import MotionError
+from akd_core.io.rundir import RunDir
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.legs import find_legs
+from akd_core.model.load import load_robot
+from akd_core.motion.clip import Motion
+from akd_core.motion.feasibility import GRAVITY, centroidal_wrench, convex_hull_2d, feasibility, signed_distance
+from akd_core.motion.gait import stance_pose
 
 SUMMARY_KEYS = {"cop_inside_frac", "cop_margin_min_m", "cop_margin_median_m", "residual_wrench_frac_mean",
                 "residual_wrench_frac_max", "flight_frac"}
@@ -216,7 +216,7 @@ def test_akd_gait_records_and_prints_dynamic_feasibility(tmp_path, capsys, name,
 
 
 def test_stage_distill_records_the_figures_of_its_reference(tmp_path):
-    from akd_core.distill import stage_distill
+    from akd_core.sds.distill import stage_distill
 
     run = RunDir(tmp_path / "sds", create=True)
     metrics = stage_distill(run, robot_spec="quadruped", prompt="a dog trotting forward", prior="tiny", iterations=1,
@@ -228,7 +228,7 @@ def test_stage_distill_records_the_figures_of_its_reference(tmp_path):
     _, again = feasibility(robot, reference)
     assert again == pytest.approx({k: metrics[k] for k in SUMMARY_KEYS}, abs=1e-5)
     # and the clip-quality figures `akd gait` records (the run summary's "reference: foot skating ...")
-    from akd_core.metrics import motion_metrics
+    from akd_core.motion.metrics import motion_metrics
 
     quality = motion_metrics(robot, reference.root_pos, reference.root_quat, reference.joint_pos, reference.fps,
                              reference.foot_names, reference.foot_offsets, reference.foot_contacts)

@@ -1,7 +1,7 @@
 """Leg discovery, gait patterns, IK and the `akd gait` stage, on real URDFs and the built-in skeletons.
 
 The quality bar of issue 3 for every clip: stance-foot skating < 0.01 m/s, penetration < 2 mm, IK foot error
-< 5 mm, no joint-limit violation, joint velocities within the URDF limits. Measured by akd_core.metrics (FK of
+< 5 mm, no joint-limit violation, joint velocities within the URDF limits. Measured by akd_core.motion.metrics (FK of
 the written clip, independent of the IK that made it). A fast representative subset runs by default; the full
 robots x patterns x 3 speeds sweep is `-m slow`.
 """
@@ -15,23 +15,23 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core import skeletons
-from akd_core.errors import ConfigError, KinematicTreeError, MotionError
-from akd_core.gait import (
+from akd_core.io.errors import ConfigError, KinematicTreeError, MotionError
+from akd_core.io.rundir import RunDir
+from akd_core.model import skeletons
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.legs import find_legs, leg_length
+from akd_core.model.load import load_robot
+from akd_core.motion.clip import Motion
+from akd_core.motion.gait import (
     PATTERNS_BY_LEGS,
     GaitSpec,
     generate_gait,
     generate_gait_result,
     speed_for_level,
-    stage_gait,
     stance_pose,
 )
-from akd_core.kinematics import ForwardKinematics
-from akd_core.legs import find_legs, leg_length
-from akd_core.metrics import foot_positions, motion_metrics
-from akd_core.motion import Motion
-from akd_core.robot import load_robot
-from akd_core.rundir import RunDir
+from akd_core.motion.metrics import foot_positions, motion_metrics
+from akd_core.motion.stage import stage_gait
 
 from .conftest import example_robot_data_dir, example_robot_urdf
 
@@ -97,7 +97,7 @@ def test_a1_feet_are_the_foot_spheres_and_map_to_their_names(a1_urdf):
 
 
 def test_skeleton_feet_match_the_skeleton_definition():
-    """Contact points agree with akd_core.skeletons' own foot offsets (humanoid: sole centre below the ankle)."""
+    """Contact points agree with akd_core.model.skeletons' own foot offsets (humanoid: sole centre below the ankle)."""
     for name in ("quadruped", "humanoid", "hexapod"):
         robot = skeletons.build(name)
         expected = skeletons.foot_offsets(name)
@@ -221,7 +221,7 @@ def test_akd_gait_on_more_real_robots(tmp_path, name, prompt):
     """What `akd gait --robot URDF --prompt ...` does on robots AKD was not developed on (example-robot-data)."""
     run = RunDir(tmp_path / name, create=True)
     stage_gait(run, robot_spec=str(example_robot_urdf(name)), prompt=prompt, duration=1.2, fps=50,
-               package_paths=[str(example_robot_data_dir().parent.parent)], preview=False)
+               package_paths=[str(example_robot_data_dir().parent.parent)])
     robot = load_robot(run.file("robot.urdf"))
     motion = Motion.load(run.file("reference.npz"), robot)
     m = _quality(robot, motion)
@@ -293,7 +293,7 @@ def test_clip_is_deterministic_and_has_the_requested_frames(a1_urdf):
 # ----------------------------------------------------------------------------- stage + CLI
 def test_stage_gait_writes_a_run_that_loads(tmp_path, a1_urdf):
     run = RunDir(tmp_path / "run", create=True)
-    metrics = stage_gait(run, str(a1_urdf), "a dog trotting forward", duration=1.0, fps=50, preview=False)
+    metrics = stage_gait(run, str(a1_urdf), "a dog trotting forward", duration=1.0, fps=50)
     robot = load_robot(run.file("robot.urdf"))
     assert robot.joint_names == load_robot(a1_urdf).joint_names
     motion = Motion.load(run.file("reference.npz"), robot=robot)
@@ -309,7 +309,7 @@ def test_stage_gait_writes_a_run_that_loads(tmp_path, a1_urdf):
 
 def test_stage_gait_rejects_an_empty_prompt(tmp_path, a1_urdf):
     with pytest.raises(ConfigError, match="prompt"):
-        stage_gait(RunDir(tmp_path / "run", create=True), str(a1_urdf), "  ", preview=False)
+        stage_gait(RunDir(tmp_path / "run", create=True), str(a1_urdf), "  ")
 
 
 def test_akd_gait_command(tmp_path, a1_urdf, capsys):
@@ -339,12 +339,12 @@ def test_every_pattern_at_three_speeds(name):
 # ----------------------------------------------------------------------------- balanced biped walks (issue 16)
 @pytest.mark.parametrize("name", ["humanoid", "ostrich", pytest.param("g1", marks=pytest.mark.slow)])  # g1: ~1 min
 def test_biped_walk_keeps_the_cop_over_the_stance_foot(name):
-    """The CoM of a biped walk comes from cart-table preview control (akd_core.zmp), so the whole-body CoP stays in
-    the support polygon (before: 0 % of the single-support frames, 18 % / 3 % / 11 % of all stance frames of
+    """The CoM of a biped walk comes from cart-table preview control (akd_core.motion.zmp), so the whole-body CoP stays
+    in the support polygon (before: 0 % of the single-support frames, 18 % / 3 % / 11 % of all stance frames of
     humanoid / ostrich / g1; after: 100 % for the built-in two, docs/gait.md)."""
-    from akd_core.feasibility import feasibility
-    from akd_core.gait import TRACKING_VELOCITY_RATIO
-    from akd_core.prompt import spec_from_prompt
+    from akd_core.motion.feasibility import feasibility
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO
+    from akd_core.motion.prompt import spec_from_prompt
 
     robot = _robot(name)
     legs = find_legs(robot)
@@ -361,7 +361,7 @@ def test_biped_walk_keeps_the_cop_over_the_stance_foot(name):
 
 
 def test_biped_walk_sways_over_the_stance_foot_and_keeps_height_yaw_and_feet(monkeypatch):
-    import akd_core.gait as gait_module
+    import akd_core.motion.gait as gait_module
 
     robot = _robot("humanoid")
     legs = find_legs(robot)
@@ -392,7 +392,7 @@ def test_biped_walk_sways_over_the_stance_foot_and_keeps_height_yaw_and_feet(mon
 
 @pytest.mark.parametrize("name, pattern", [("quadruped", "trot"), ("ostrich", "run")])
 def test_only_biped_walks_are_rebalanced(monkeypatch, name, pattern):
-    import akd_core.gait as gait_module
+    import akd_core.motion.gait as gait_module
 
     robot = _robot(name)
     legs = find_legs(robot)

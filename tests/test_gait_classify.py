@@ -1,4 +1,4 @@
-"""Gait classification of a clip (akd_core.gait_classify): gait-library clips of the built-in quadruped and of
+"""Gait classification of a clip (akd_core.motion.classify): gait-library clips of the built-in quadruped and of
 a1 are recognised at 25 fps and at 8 fps, phases follow the library's, standing and random motions are not
 taken for gaits, bipeds alternate or hop, other robots are "unknown" with the reason."""
 
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter1d
 
-from akd_core.distill import constant_velocity_init, fit_clip, standing_height
-from akd_core.gait import PATTERNS, GaitSpec, generate_gait
-from akd_core.gait_classify import GAITS, classify_gait, wrap_cycles
-from akd_core.motion import Motion
-from akd_core.robot import load_robot, load_urdf
+from akd_core.model.load import load_robot
+from akd_core.model.robot import load_urdf
+from akd_core.motion.classify import GAITS, classify_gait, wrap_cycles
+from akd_core.motion.clip import Motion
+from akd_core.motion.gait import PATTERNS, GaitSpec, generate_gait
+from akd_core.sds.clip_render import constant_velocity_init, fit_clip, standing_height
 from tests.conftest import example_robot_urdf
 
 PATTERNS_TESTED = ("trot", "pace", "bound", "walk")

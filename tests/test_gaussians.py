@@ -9,14 +9,14 @@ import pytest
 import torch
 import trimesh
 
-from akd_core.errors import ConfigError, RunDirError
-from akd_core.gaussians import PLY_FIELDS, SH_C0, GaussianAsset, bone_boxes, load_ply, save_ply, skin_sdf
-from akd_core.kinematics import ForwardKinematics, geometry_corners
-from akd_core.motion import Motion, TrackedMotion
-from akd_core.robot import Geometry, Joint, Link, Robot, load_urdf
-from akd_core.rundir import RunDir
-from akd_core.skeletons import STANDING_HEIGHT, build
-from akd_core.skinning import robot_bones
+from akd_core.io.errors import ConfigError, RunDirError
+from akd_core.io.rundir import RunDir
+from akd_core.model.kinematics import ForwardKinematics, geometry_corners
+from akd_core.model.robot import Geometry, Joint, Link, Robot, load_urdf
+from akd_core.model.skeletons import STANDING_HEIGHT, build
+from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.render.gaussians import PLY_FIELDS, SH_C0, GaussianAsset, bone_boxes, load_ply, save_ply, skin_sdf
+from akd_core.render.skinning import robot_bones
 
 
 def _rest_fk(robot: Robot) -> tuple[np.ndarray, np.ndarray]:
@@ -261,7 +261,7 @@ def _make_run(tmp_path, robot: Robot, frames: int = 4, fps: float = 10.0, tracke
 def test_stage_render_writes_side_by_side_video_and_ply(tmp_path) -> None:
     import imageio_ffmpeg
 
-    from akd_core.render_run import stage_render
+    from akd_core.render.run_video import stage_render
 
     robot = build("quadruped")
     run = _make_run(tmp_path, robot)
@@ -279,7 +279,7 @@ def test_stage_render_writes_side_by_side_video_and_ply(tmp_path) -> None:
 
 
 def test_stage_render_without_reference_names_the_missing_step(tmp_path) -> None:
-    from akd_core.render_run import stage_render
+    from akd_core.render.run_video import stage_render
 
     run = RunDir(tmp_path / "empty", create=True)
     with pytest.raises(RunDirError, match="robot.urdf"):

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import ConfigError
-from akd_core.kinematics import ForwardKinematics, geometry_corners
-from akd_core.motion import Motion, TrackedMotion
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import RunDir
+from akd_core.model.kinematics import ForwardKinematics, geometry_corners
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics import gradient as T
 from akd_core.physics import metrics as M
 from akd_core.physics import params as P
-from akd_core.robot import load_urdf
-from akd_core.rundir import RunDir
 from tests.conftest import example_robot_urdf
 
 A1_FEET = ["FR_foot", "FL_foot", "RR_foot", "RL_foot"]
@@ -301,14 +301,14 @@ GAIT_CLIPS = {
 
 
 def gait_robot(name: str):
-    from akd_core.robot import load_robot
+    from akd_core.model.load import load_robot
 
     return load_urdf(example_robot_urdf("a1")) if name == "a1" else load_robot(name)
 
 
 def gait_clip(robot, pattern: str, speed: float, frequency: float | None, duration: float = 4.0) -> Motion:
     """A forward-moving reference clip from the procedural gait library."""
-    from akd_core.gait import GaitSpec, generate_gait
+    from akd_core.motion.gait import GaitSpec, generate_gait
 
     return generate_gait(robot, GaitSpec(pattern=pattern, speed=speed, frequency=frequency), duration=duration,
                          fps=50.0, prompt=f"{pattern} forward")

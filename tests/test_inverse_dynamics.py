@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from akd_core.motion import Motion
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion
 from akd_core.physics import tracker as TR
-from akd_core.physics.engine import Feet
+from akd_core.physics.engines.base import Feet
 from akd_core.physics.inverse import inverse_dynamics_torques
 from akd_core.physics.params import default_physics
-from akd_core.robot import load_urdf
 from tests.conftest import example_robot_urdf
 from tests.test_gradient import A1_FEET, trot_in_place
 

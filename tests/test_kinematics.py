@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.kinematics import ForwardKinematics, matrix_to_quat, quat_to_matrix
-from akd_core.robot import Robot, load_robot, load_urdf
-from akd_core.spatial import xyzw_to_wxyz
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.load import load_robot
+from akd_core.model.robot import Robot, load_urdf
+from akd_core.model.spatial import xyzw_to_wxyz
+from akd_core.model.spatial.tensor import matrix_to_quat, quat_to_matrix
 
 from .conftest import example_robot_urdf
 
@@ -20,7 +22,7 @@ TOL = 1e-5
 
 
 def _builtin_names() -> list[str]:
-    from akd_core import skeletons
+    from akd_core.model import skeletons
 
     return sorted(skeletons.SKELETONS)
 
@@ -166,7 +168,7 @@ def test_mesh_geometry_points_are_real_surface_points_that_find_the_lowest_point
     """A slanted mesh's lowest point comes from its hull vertices, not from bounding-box corners outside it."""
     import trimesh
 
-    from akd_core.kinematics import _mesh_points
+    from akd_core.model.kinematics import _mesh_points
 
     shin = trimesh.creation.cylinder(radius=0.03, height=0.3, sections=64)  # 130 vertices, > 128 directions
     path = tmp_path / "shin.stl"

@@ -1,4 +1,4 @@
-"""Phase-space SDS parameters (akd_core.leg_cycles, `akd distill --param phase`)."""
+"""Phase-space SDS parameters (akd_core.sds.phase, `akd distill --param phase`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.distill import DistillConfig, distill
-from akd_core.errors import ConfigError
-from akd_core.gait import GaitSpec, generate_gait_result, phase_offsets
-from akd_core.gait_classify import classify_gait
-from akd_core.leg_cycles import (
+from akd_core.io.errors import ConfigError
+from akd_core.model.legs import find_legs
+from akd_core.model.load import load_robot
+from akd_core.motion.classify import classify_gait
+from akd_core.motion.gait import GaitSpec, generate_gait_result, phase_offsets
+from akd_core.motion.metrics import motion_metrics
+from akd_core.sds.distill import DistillConfig, distill
+from akd_core.sds.phase import (
     CYCLE_SAMPLES,
     PhaseMotionParameters,
     cycle_clip,
@@ -20,9 +23,6 @@ from akd_core.leg_cycles import (
     random_phases,
     search_phases,
 )
-from akd_core.legs import find_legs
-from akd_core.metrics import motion_metrics
-from akd_core.robot import load_robot
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_phase_parameters_render_the_start_clip_and_differentiate_in_phase(quad)
 
 
 def test_phase_distill_runs_and_keeps_limits(quad):
-    from akd_core.prior import make_prior
+    from akd_core.sds.prior import make_prior
 
     robot, legs, cycle = quad
     prior = make_prior("tiny", "a dog trotting forward", seed=0)
@@ -169,7 +169,7 @@ def test_search_phases_finds_a_known_pattern_from_any_start():
 def test_contact_terms_do_not_reach_the_leg_phases(quad):
     """With --param phase the ground, float and skate terms see the legs' angles detached: they move the root and
     body joints, never the gait's phases (the oracle's known answer degrades when they do)."""
-    from akd_core.distill import ClipRenderer
+    from akd_core.sds.clip_render import ClipRenderer
 
     robot, legs, cycle = quad
     phases = random_phases(len(legs), 0)
@@ -192,8 +192,8 @@ def test_oracle_phase_distill_recovers_the_pattern_from_random_phases(pattern):
     """Known answer for --param phase: the oracle prior (latent space of the tiny model) whose target is the leg
     cycle with a pattern's phases; from random start phases the search and 20 gradient steps end on that gait
     (classified from foot heights) with the oracle's loss a tenth of the start's."""
-    from akd_core.distill import target_view_renderer
-    from akd_core.prior import OracleVideoPrior, make_prior
+    from akd_core.sds.distill import target_view_renderer
+    from akd_core.sds.prior import OracleVideoPrior, make_prior
 
     robot = load_robot("quadruped")
     legs = find_legs(robot)
@@ -219,7 +219,7 @@ def test_oracle_phase_distill_recovers_the_pattern_from_random_phases(pattern):
 def test_continued_motion_evaluates_the_cycle_at_every_frame(quad):
     """reference.npz of --param phase: the legs from the cycle itself at 50 fps (not interpolated between the 8 fps
     frames), the gait continued past the clip at its speed, every frame within the limits."""
-    from akd_core.leg_cycles import continue_motion
+    from akd_core.sds.phase import continue_motion
 
     robot, legs, _ = quad
     cycle = library_cycle(robot, legs, 0.8, 2.0)  # the prompt "a dog trotting forward": 2 Hz, 4 video frames a stride

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from akd_core.errors import MotionError
-from akd_core.legs import find_legs, rest_link_poses
-from akd_core.metrics import geometry_points, motion_metrics
-from akd_core.robot import load_robot
+from akd_core.io.errors import MotionError
+from akd_core.model.legs import find_legs, rest_link_poses
+from akd_core.model.load import load_robot
+from akd_core.motion.metrics import geometry_points, motion_metrics
 
 
 @pytest.fixture(scope="module")

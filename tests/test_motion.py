@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from akd_core.errors import JointLimitError, MotionError
-from akd_core.motion import Motion, TrackedMotion, angular_velocity, quat_slerp
-from akd_core.robot import load_urdf
+from akd_core.io.errors import JointLimitError, MotionError
+from akd_core.model.robot import load_urdf
+from akd_core.model.spatial import angular_velocity, quat_slerp
+from akd_core.motion.clip import Motion, TrackedMotion
 
 from .conftest import example_robot_urdf
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from akd_core.errors import ConfigError
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import RunDir
 from akd_core.pipeline import PipelineConfig, run_pipeline
-from akd_core.rundir import RunDir
 
 STAGES = ("gait", "track", "crosscheck", "preview", "export")
 

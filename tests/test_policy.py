@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core import policy as P
-from akd_core.errors import AKDError, ConfigError, MotionError
-from akd_core.motion import TrackedMotion
-from akd_core.physics.engine import BodyState
+from akd_core.io.errors import AKDError, ConfigError, MotionError
+from akd_core.cli.policy import add_train_arguments, run_train
+from akd_core.learn import policy as P
+from akd_core.model.load import load_robot
+from akd_core.model.robot import load_urdf
+from akd_core.model.skeletons import standing_height
+from akd_core.motion.clip import TrackedMotion
+from akd_core.physics.engines.base import BodyState
 from akd_core.physics.params import default_physics
-from akd_core.robot import load_robot, load_urdf
-from akd_core.skeletons import standing_height
 from tests.conftest import example_robot_urdf
 
 DT = 0.02
@@ -61,7 +63,7 @@ def mujoco_demo(robot, kp, kd, targets: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def write_hdf5(path, robot, kp, kd, demos: list[dict[str, np.ndarray]]) -> None:
-    """The robomimic / Isaac Lab layout of `akd export --format hdf5` (FORMATS.md)."""
+    """The robomimic / Isaac Lab layout of `akd export --format hdf5` (docs/formats.md)."""
     env_args = {"env_name": "akd", "type": 2, "robot": robot.name, "fps": 1.0 / DT,
                 "joint_names": robot.joint_names, "kp": np.asarray(kp).tolist(), "kd": np.asarray(kd).tolist()}
     with h5py.File(path, "w") as f:
@@ -172,8 +174,8 @@ def test_env_matches_the_tracking_engine_on_the_same_targets(quadruped, gains):
     """The policy's MuJoCo env steps exactly as the tracking engine executes tracked data (same model, contact,
     interpolation)."""
     from akd_core.physics.crosscheck import tracked_states
-    from akd_core.physics.engine import Feet
-    from akd_core.physics.mujoco_engine import MujocoEngine
+    from akd_core.physics.engines.base import Feet
+    from akd_core.physics.engines.mujoco import MujocoEngine
     from akd_core.physics.tracker import execute
 
     kp, kd = gains
@@ -313,13 +315,13 @@ def test_rollout_metrics_distance_along_start_heading():
 def test_train_cli_options_are_checked(tmp_path, stepping_dataset):
     path, _ = stepping_dataset
     parser = argparse.ArgumentParser()
-    P.add_train_arguments(parser)
+    add_train_arguments(parser)
     args = parser.parse_args([str(path), "--robot", "quadruped", "-o", str(tmp_path / "p.pt"), "--hidden", "a,b"])
     with pytest.raises(ConfigError, match="--hidden"):
-        P.train_cli(args)
+        run_train(args)
     args = parser.parse_args([str(path), "--robot", "quadruped", "-o", str(tmp_path / "p.pt"), "--epochs", "0"])
     with pytest.raises(AKDError, match="--epochs"):
-        P.train_cli(args)
+        run_train(args)
     assert not (tmp_path / "p.pt").exists()
 
 
@@ -331,7 +333,7 @@ def forward_trot(robot, speed: float, phase: float = 0.0, freq: float = 2.0, dur
                  lift: float = 0.8):
     """A procedural trot reference of the built-in quadruped: diagonal pairs swing the hips (stride for ``speed``
     m/s with 0.45 m legs) and flex knee + ankle in swing; the root moves forward at ``speed``."""
-    from akd_core.motion import Motion
+    from akd_core.motion.clip import Motion
 
     n = int(round(duration * fps)) + 1
     t = np.arange(n) / fps
@@ -357,8 +359,8 @@ def forward_trot(robot, speed: float, phase: float = 0.0, freq: float = 2.0, dur
 def tracked_trot_runs(root, robot, clips, iterations: int = 0) -> list:
     """Run directories (robot.urdf, reference.npz, tracked.npz from the real Newton tracking stage) of trot clips
     ``clips`` = [(speed, phase), ...]."""
+    from akd_core.io.rundir import REFERENCE, ROBOT_URDF, RunDir
     from akd_core.physics.tracker import stage_track
-    from akd_core.rundir import REFERENCE, ROBOT_URDF, RunDir
 
     runs = []
     for speed, phase in clips:
@@ -375,7 +377,7 @@ def tracked_trot_runs(root, robot, clips, iterations: int = 0) -> list:
 def write_hdf5_from_runs(path, runs) -> None:
     """robomimic layout from tracked runs: obs = simulated states, actions = PD targets, foot contacts of the
     reference (same rate)."""
-    from akd_core.motion import Motion
+    from akd_core.motion.clip import Motion
 
     tracked = [TrackedMotion.load(r.file("tracked.npz")) for r in runs]
     first = tracked[0]

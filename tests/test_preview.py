@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import trimesh
 
-from akd_core import skeletons
 from akd_core.cli import main as akd_main
-from akd_core.errors import ConfigError, MotionError, RunDirError
-from akd_core.motion import Motion, TrackedMotion
-from akd_core.preview import (
+from akd_core.io.errors import ConfigError, MotionError, RunDirError
+from akd_core.io.rundir import RunDir
+from akd_core.model import skeletons
+from akd_core.model.load import load_robot
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.render.preview import (
     PreviewRenderer,
     PreviewStyle,
     decimate_mesh,
@@ -23,8 +26,6 @@ from akd_core.preview import (
     render_preview,
     stage_preview,
 )
-from akd_core.robot import load_robot, load_urdf
-from akd_core.rundir import RunDir
 
 IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 STAND = np.tile([0.0, 0.8, -1.6], 4)  # hip, thigh, knee per leg: a crouched stance for a1 and solo12

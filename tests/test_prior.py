@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import ConfigError, DependencyError
-from akd_core.prior import (
+from akd_core.cli.prior_options import add_prior_arguments, prior_options_from_args
+from akd_core.io.errors import ConfigError, DependencyError
+from akd_core.sds.prior import (
     CogVideoXPrior,
     OracleVideoPrior,
     TimestepSchedule,
@@ -21,12 +22,19 @@ from akd_core.prior import (
     fit_size,
     guided_prediction,
     make_prior,
+    make_prior_from_options,
     make_tiny_prior,
     save_tiny_pretrained,
 )
-from akd_core.prior.tiny import TINY_SCHEDULER_CONFIG, build_tiny_modules
+from akd_core.sds.prior.tiny import TINY_SCHEDULER_CONFIG, build_tiny_modules
 
 PROMPT = "a robot dog trotting on grass"
+
+
+
+def make_prior_from_args(args, prompt, **kwargs):
+    """The prior `akd distill`'s flags ask for, by the CLI's path: flags -> PriorOptions -> prior."""
+    return make_prior_from_options(prior_options_from_args(args), prompt, **kwargs)
 
 
 def _video(seed: int, frames: int = 9, size: tuple[int, int] = (64, 64)) -> torch.Tensor:
@@ -261,7 +269,6 @@ def test_negative_prompt_from_the_command_line_is_the_pipelines_negative_embeddi
 
     from diffusers import CogVideoXPipeline
 
-    from akd_core.prior import add_prior_arguments, make_prior_from_args
 
     parser = argparse.ArgumentParser()
     add_prior_arguments(parser)
@@ -381,7 +388,8 @@ def _parse(argv: list[str], add) -> argparse.Namespace:
 
 
 def test_cli_save_tiny_then_check_reports_the_folder_setup(tmp_path, capsys):
-    from akd_core.prior import add_arguments, cli
+    from akd_core.cli.prior import add_arguments
+    from akd_core.cli.prior import run as cli
 
     folder = tmp_path / "tiny-2b"
     assert cli(_parse(["save-tiny", str(folder), "--seed", "4", "--no-rotary"], add_arguments)) == 0
@@ -394,7 +402,6 @@ def test_cli_save_tiny_then_check_reports_the_folder_setup(tmp_path, capsys):
 
 
 def test_prior_arguments_build_the_requested_prior(tiny_folder):
-    from akd_core.prior import add_prior_arguments, make_prior_from_args
 
     argv = ["--prior", "cogvideox", "--video-model", str(tiny_folder), "--guidance-scale", "12"]
     argv += ["--prior-frames", "17", "--prior-height", "32", "--prior-width", "48"]
@@ -407,7 +414,6 @@ def test_prior_arguments_build_the_requested_prior(tiny_folder):
 
 
 def test_timestep_options_set_the_sds_schedule(tiny_folder):
-    from akd_core.prior import add_prior_arguments, make_prior_from_args
 
     base = ["--prior", "cogvideox", "--video-model", str(tiny_folder)]
     prior = make_prior_from_args(_parse(base + ["--t-min", "0.05", "--t-max", "0.6", "0.2"], add_prior_arguments),
@@ -427,7 +433,6 @@ def test_multi_step_sds_target_is_the_ddim_schedulers_sample(tiny_folder):
     reach from the noised render (set_timesteps(K), trailing spacing); K = 1 is the paper's one-step x0_hat."""
     from diffusers import CogVideoXDDIMScheduler
 
-    from akd_core.prior import add_prior_arguments, make_prior_from_args
 
     args = _parse(["--prior", "cogvideox", "--video-model", str(tiny_folder), "--sds-denoise-steps", "4"],
                   add_prior_arguments)  # fmt: skip
@@ -475,7 +480,7 @@ def test_cogvideox_15_patching_pads_latent_frames_like_the_pipeline():
 def test_denoising_errors_are_the_cfg_halves_and_the_v_mse(tiny):
     """denoising_errors: (unconditional, conditional) x0 errors from one batched call, equal to the guided error at
     guidance 0 and 1 (the base class's way) and to (1 - a_t) x CogVideoXPrior.v_mse of the same embeddings."""
-    from akd_core.prior.base import VideoPrior
+    from akd_core.sds.prior.base import VideoPrior
 
     gen = torch.Generator().manual_seed(3)
     latents = tiny.encode(torch.rand((tiny.num_frames, 3, tiny.height, tiny.width), generator=gen))

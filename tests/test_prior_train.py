@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import ConfigError
-from akd_core.prior import train as train_mod
-from akd_core.prior.data import GAITS, DataConfig, clip_recipe, make_dataset, prompt_for
-from akd_core.prior.train import VAETrainConfig, train, train_vae, whole_clip_batches
+from akd_core.io.errors import ConfigError
+from akd_core.sds.prior import train as train_mod
+from akd_core.sds.prior.data import GAITS, DataConfig, clip_recipe, make_dataset, prompt_for
+from akd_core.sds.prior.train import VAETrainConfig, train, train_vae
+from akd_core.sds.prior.training import whole_clip_batches
 
 # 4 clips of 5 frames at 32x32 (half standing, so that only ~2 gait clips are generated)
 DATA = DataConfig(clips=4, seed=1, frames=5, width=32, height=32, n_gaussians=500, standing_fraction=0.5)
@@ -163,7 +164,7 @@ def test_cli_trains_the_default_vae_and_the_folder_loads(dataset, tmp_path):
     assert main(["prior", "train", "--data", str(out), "--out", str(model), "--steps", "1", "--batch", "1",
                  "--crop", "0"]) == 0
     summary = json.loads((model / "train_vae.json").read_text())
-    assert summary["parameters"] == 681427  # STACK.md's 0.68 M setting
+    assert summary["parameters"] == 681427  # docs/prior_training.md's 0.68 M setting
     assert (model / "samples" / "vae_000001.mp4").stat().st_size > 0
     vae = whole_clip_batches(AutoencoderKLCogVideoX.from_pretrained(model / "vae", local_files_only=True), 5)
     assert tuple(vae.config.block_out_channels) == (16, 32, 32) and vae.config.latent_channels == 16
@@ -217,11 +218,11 @@ def test_transformer_v_loss_falls_on_a_fixed_batch(vae_model):
     """The v-prediction loss of the stage's own parts (VAE latents, prompt table, RoPE, scheduler) is learnable."""
     from diffusers import CogVideoXDDIMScheduler
 
-    from akd_core.prior import train_transformer as tt
-    from akd_core.prior.cogvideox import _rotary_embeddings
-    from akd_core.prior.data import caption_words
-    from akd_core.prior.tiny import TINY_SCHEDULER_CONFIG
-    from akd_core.prior.train import load_clips
+    from akd_core.sds.prior import train_transformer as tt
+    from akd_core.sds.prior.cogvideox import rotary_embeddings
+    from akd_core.sds.prior.data import caption_words
+    from akd_core.sds.prior.tiny import TINY_SCHEDULER_CONFIG
+    from akd_core.sds.prior.training import load_clips
 
     data9, model = vae_model
     config = tt.TransformerTrainConfig(**{**TINY_TF, "layers": 2, "head_dim": 32})  # 133 k parameters
@@ -236,7 +237,7 @@ def test_transformer_v_loss_falls_on_a_fixed_batch(vae_model):
     table = tt.PromptTable(tokenizer, encoder, config.text_len, prompts)
     kwargs = config.transformer_kwargs(vae.config, 9, 32, 32)
     transformer = tt.build_transformer(kwargs, seed=0)
-    rotary = _rotary_embeddings(transformer.config, 9, 8, 8, torch.device("cpu"))
+    rotary = rotary_embeddings(transformer.config, 9, 8, 8, torch.device("cpu"))
     scheduler = CogVideoXDDIMScheduler(**TINY_SCHEDULER_CONFIG)
     t = torch.tensor([150, 550, 900])
     noise = torch.randn(z.shape, generator=gen)
@@ -260,7 +261,7 @@ def _tf_params(folder) -> dict[str, torch.Tensor]:
 
 
 def test_transformer_resume_is_bit_identical_after_max_steps_and_ctrl_c(vae_model, tmp_path, monkeypatch):
-    from akd_core.prior import train_transformer as tt
+    from akd_core.sds.prior import train_transformer as tt
 
     data9, _ = vae_model
     config = tt.TransformerTrainConfig(steps=3, batch=2, sample_steps=0, val_every=2, val_timesteps=2, **TINY_TF)
@@ -299,7 +300,7 @@ def test_transformer_resume_is_bit_identical_after_max_steps_and_ctrl_c(vae_mode
 
 def test_cli_transformer_stage_writes_a_folder_the_prior_loads(vae_model, tmp_path, capsys):
     from akd_core.cli import main
-    from akd_core.prior import CogVideoXPrior, check_model_folder, describe_model_folder
+    from akd_core.sds.prior import CogVideoXPrior, check_model_folder, describe_model_folder
 
     data9, _ = vae_model
     model = _with_vae(vae_model, tmp_path / "model")
@@ -344,7 +345,7 @@ def test_cli_transformer_stage_writes_a_folder_the_prior_loads(vae_model, tmp_pa
 
 def test_transformer_stage_needs_the_vae_and_8n_plus_1_frames(dataset, vae_model, tmp_path, capsys):
     from akd_core.cli import main
-    from akd_core.prior.train_transformer import TransformerTrainConfig, train_transformer
+    from akd_core.sds.prior.train_transformer import TransformerTrainConfig, train_transformer
 
     data9, _ = vae_model
     with pytest.raises(ConfigError, match=r"vae not found.*--stage vae"):
@@ -359,7 +360,7 @@ def test_transformer_stage_needs_the_vae_and_8n_plus_1_frames(dataset, vae_model
 
 
 def test_rival_prompt_names_another_gait_and_keeps_every_other_word():
-    from akd_core.prior.data import NOUNS, rival_prompt
+    from akd_core.sds.prior.data import NOUNS, rival_prompt
 
     many = DataConfig(clips=400, seed=3)
     for i in range(many.clips):
@@ -388,11 +389,11 @@ def test_contrastive_term_makes_the_caption_fit_its_clip_better_than_a_rival_gai
     not separate them as much."""
     from diffusers import CogVideoXDDIMScheduler
 
-    from akd_core.prior import train_transformer as tt
-    from akd_core.prior.cogvideox import _rotary_embeddings
-    from akd_core.prior.data import caption_words
-    from akd_core.prior.tiny import TINY_SCHEDULER_CONFIG
-    from akd_core.prior.train import load_clips
+    from akd_core.sds.prior import train_transformer as tt
+    from akd_core.sds.prior.cogvideox import rotary_embeddings
+    from akd_core.sds.prior.data import caption_words
+    from akd_core.sds.prior.tiny import TINY_SCHEDULER_CONFIG
+    from akd_core.sds.prior.training import load_clips
 
     data9, model = vae_model
     config = tt.TransformerTrainConfig(**{**TINY_TF, "layers": 2, "head_dim": 32})
@@ -404,7 +405,7 @@ def test_contrastive_term_makes_the_caption_fit_its_clip_better_than_a_rival_gai
     z = (mean * tt.latent_scaling_factor(mean, std, True)).permute(0, 2, 1, 3, 4)
     tokenizer, encoder = tt.build_text_encoder(config, caption_words())
     table = tt.PromptTable(tokenizer, encoder, config.text_len, [*prompts, *sum(rivals, [])])
-    rotary = _rotary_embeddings(tt.build_transformer(config.transformer_kwargs(vae.config, 9, 32, 32), 0).config,
+    rotary = rotary_embeddings(tt.build_transformer(config.transformer_kwargs(vae.config, 9, 32, 32), 0).config,
                                 9, 8, 8, torch.device("cpu"))
     scheduler = CogVideoXDDIMScheduler(**TINY_SCHEDULER_CONFIG)
     gen = torch.Generator().manual_seed(0)
@@ -441,9 +442,9 @@ def test_min_stride_frames_slows_gaits_the_video_cannot_resolve(tmp_path):
     folder written before the option (no key in config.json) counts as 0, so resuming it with the default is
     refused instead of mixing the two kinds of clip."""
     from akd_core.cli import build_parser
-    from akd_core.gait_classify import classify_gait
-    from akd_core.prior.data import DataRenderer
-    from akd_core.robot import load_robot
+    from akd_core.model.load import load_robot
+    from akd_core.motion.classify import classify_gait
+    from akd_core.sds.prior.data import DataRenderer
 
     assert build_parser("prior").parse_args(["prior", "data", "--out", "x"]).min_stride_frames == 4.0
     capped, free = DataConfig(clips=40, seed=3), DataConfig(clips=40, seed=3, min_stride_frames=0.0)
@@ -471,7 +472,7 @@ def test_min_stride_frames_slows_gaits_the_video_cannot_resolve(tmp_path):
 def test_init_from_fine_tunes_a_trained_folder(vae_model, tmp_path):
     """--init-from FOLDER: the transformer and text encoder start from the folder's weights (the first validation
     equals the folder's last) at its latent scale; another shape or another VAE is a ConfigError naming the fix."""
-    from akd_core.prior import train_transformer as tt
+    from akd_core.sds.prior import train_transformer as tt
 
     data9, _ = vae_model
     config = tt.TransformerTrainConfig(steps=3, batch=2, sample_steps=0, val_every=3, val_timesteps=2, **TINY_TF)
@@ -506,8 +507,8 @@ def test_snapshot_writes_the_checkpoints_folder(vae_model, tmp_path, capsys):
     """`akd prior snapshot MODEL_DIR --out DIR`: the latest checkpoint as a complete folder, the same weights
     the training's own folder holds at that step; a MODEL_DIR without a checkpoint is a clear error."""
     from akd_core.cli import main
-    from akd_core.prior import check_model_folder
-    from akd_core.prior import train_transformer as tt
+    from akd_core.sds.prior import check_model_folder
+    from akd_core.sds.prior import train_transformer as tt
 
     data9, _ = vae_model
     model = _with_vae(vae_model, tmp_path / "model")

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from akd_core import skeletons
-from akd_core.errors import ConfigError
-from akd_core.gait import PATTERNS, froude_speed
-from akd_core.legs import find_legs, leg_length
-from akd_core.prompt import spec_from_prompt
-from akd_core.robot import load_robot
+from akd_core.io.errors import ConfigError
+from akd_core.model import skeletons
+from akd_core.model.legs import find_legs, leg_length
+from akd_core.model.load import load_robot
+from akd_core.motion.gait import PATTERNS, froude_speed
+from akd_core.motion.prompt import spec_from_prompt
 
 from .conftest import example_robot_urdf
 

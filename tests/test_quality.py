@@ -1,4 +1,4 @@
-"""Quality gates (akd_core.quality): the gate logic on manifest metrics, the limit gate on real tracked arrays
+"""Quality gates (akd_core.export.quality): the gate logic on manifest metrics, the limit gate on real tracked arrays
 (through the exporter's own check), and `akd export` leaving out -- or refusing -- runs that are not usable
 demonstrations, read back with h5py."""
 
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from akd_core.cli import main
-from akd_core.errors import ConfigError
-from akd_core.motion import Motion, TrackedMotion
-from akd_core.quality import QualityGates, assess_run, gate_manifest
-from akd_core.robot import load_urdf
-from akd_core.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.export.quality import QualityGates, assess_run, gate_manifest
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
 
 GOOD_TRACK = {"fell": False, "max_tilt_deg": 4.0, "link_pos_err_m": 0.05, "foot_skate_mps": 0.08,
               "penetration_m": 0.004, "contact_schedule_match": 0.85, "joint_rmse_rad": 0.03,
@@ -40,10 +40,10 @@ def finished_run(path: Path, prompt: str = "trotting forward", seed: int = 0, ro
     """A finished `akd run` of a built-in robot without the minutes of tracking: a real `akd gait` clip, tracked.npz
     = the reference itself (a perfect tracker), and the track / crosscheck metrics written into the manifest.
     ``exceed=(field, frame, joint)`` pushes that tracked value 0.2 rad past the joint's upper limit."""
-    from akd_core.gait import stage_gait
+    from akd_core.motion.stage import stage_gait
 
     run = RunDir(path, create=True)
-    stage_gait(run, robot_spec=robot, prompt=prompt, duration=0.4, fps=50.0, seed=seed, preview=False)
+    stage_gait(run, robot_spec=robot, prompt=prompt, duration=0.4, fps=50.0, seed=seed)
     urdf = load_urdf(run.file(ROBOT_URDF))
     ref = Motion.load(run.file(REFERENCE), urdf)
     q = ref.joint_pos.astype(np.float64)
@@ -120,7 +120,7 @@ def test_quality_blocks_are_checked_like_every_config():
 
 
 def test_the_table_lists_every_excluded_run_and_counts_a_crowd_of_good_ones():
-    from akd_core.quality import quality_table
+    from akd_core.export.quality import quality_table
 
     good = [{"name": f"quadruped__trot__seed{i}", "included": True, "passed": True, "reasons": [],
              "quality": {"link_pos_err_m": 0.05}} for i in range(30)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import ConfigError, DependencyError
+from akd_core.io.errors import ConfigError, DependencyError
 from akd_core.render import (
     GroundConfig,
     follow_camera,

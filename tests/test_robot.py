@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import (
+from akd_core.io.errors import (
     AKDError,
     InertiaError,
     JointLimitError,
@@ -18,8 +18,9 @@ from akd_core.errors import (
     MeshNotFoundError,
     URDFError,
 )
-from akd_core.kinematics import ForwardKinematics
-from akd_core.robot import load_robot, load_urdf, resolve_mesh_uri
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.load import load_robot
+from akd_core.model.robot import load_urdf, resolve_mesh_uri
 
 from .conftest import example_robot_data_dir, example_robot_urdf
 

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from akd_core.errors import ConfigError, JointLimitError
-from akd_core.motion import Motion, TrackedMotion
-from akd_core.robot import load_urdf
-from akd_core.rundir import REFERENCE, ROBOT_URDF, TRACKED
+from akd_core.io.errors import ConfigError, JointLimitError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
 
 from .ros_runs import make_run
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from akd_core.motion import TrackedMotion
-from akd_core.rundir import TRACKED
+from akd_core.io.rundir import TRACKED
+from akd_core.motion.clip import TrackedMotion
 
 from .conftest import example_robot_urdf
 from .ros_runs import PYTHON, REPO, make_run, monitor_args, replay_args, ros_env, start

@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.distill import DistillConfig, fit_clip, render_motion, stage_distill
-from akd_core.gait import generate_gait
-from akd_core.prior import describe_model_folder
-from akd_core.prior.cogvideox import CogVideoXPrior
-from akd_core.prior.default import DEFAULT_MODEL_NAME, MODELS_DIRS
-from akd_core.prior.tiny import make_tiny_prior
-from akd_core.prompt import spec_from_prompt
-from akd_core.robot import load_robot
-from akd_core.rundir import RunDir
+from akd_core.io.rundir import RunDir
+from akd_core.model.load import load_robot
+from akd_core.motion.gait import generate_gait
+from akd_core.motion.prompt import spec_from_prompt
+from akd_core.sds.clip_render import fit_clip
+from akd_core.sds.distill import DistillConfig, render_motion, stage_distill
+from akd_core.sds.prior import describe_model_folder
+from akd_core.sds.prior.cogvideox import CogVideoXPrior
+from akd_core.sds.prior.default import DEFAULT_MODEL_NAME, MODELS_DIRS
+from akd_core.sds.prior.tiny import make_tiny_prior
 
 SHIPPED = MODELS_DIRS[0] / DEFAULT_MODEL_NAME
 PROMPT = "a dog trotting forward"
@@ -94,10 +95,10 @@ def test_oracle_recovers_the_trot_through_the_shipped_vae(tmp_path):
     """Issue 18's first clause: the trot target recovered from standing through the shipped folder's trained VAE
     (oracle prior, latent space; orbit cameras, 4 px blur annealed, learning rate decaying to 0.1x): at least 70 %
     less mean joint error and below 0.1 rad. Through the random tiny VAE the same run ends at 0.39 rad."""
-    from akd_core.gait import stage_gait
+    from akd_core.motion.stage import stage_gait
 
     target = RunDir(tmp_path / "target", create=True)
-    stage_gait(target, robot_spec="quadruped", prompt=PROMPT, duration=1.2, fps=50, seed=0, preview=False)
+    stage_gait(target, robot_spec="quadruped", prompt=PROMPT, duration=1.2, fps=50, seed=0)
     run = RunDir(tmp_path / "recover", create=True)
     metrics = stage_distill(run, robot_spec="quadruped", prompt=PROMPT, prior="oracle", target=target.path,
                             iterations=400, init="standing", seed=0, oracle_space="latent", video_model=SHIPPED,
@@ -111,7 +112,7 @@ def test_oracle_recovers_the_trot_through_the_shipped_vae(tmp_path):
 
 def test_the_shipped_folder_is_installed_with_the_package(monkeypatch):
     """setup.py's data_files put every file of the folder under share/akd/models/akd-gaits-tiny/ with its layout,
-    the second place akd_core.prior.default looks (an installed package has no source tree)."""
+    the second place akd_core.sds.prior.default looks (an installed package has no source tree)."""
     import runpy
 
     import setuptools
@@ -137,9 +138,9 @@ def test_phase_sds_turns_each_prompt_into_its_gait(tmp_path):
     (seed 0) and the constant-velocity root turns "a dog trotting forward" into a trot, "a dog pacing" into a pace
     and "a dog bounding" into a bound (classified from the foot heights of reference.npz), the root moving forward.
     docs/prior_training.md ("Seventh session") has all three seeds."""
-    from akd_core.motion import Motion
-    from akd_core.robot import load_robot
-    from akd_core.rundir import RunDir
+    from akd_core.io.rundir import RunDir
+    from akd_core.model.load import load_robot
+    from akd_core.motion.clip import Motion
 
     robot = load_robot("quadruped")
     for gait, prompt in (("trot", "a dog trotting forward"), ("pace", "a dog pacing"), ("bound", "a dog bounding")):

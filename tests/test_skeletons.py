@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core import skeletons
-from akd_core.errors import ConfigError
-from akd_core.kinematics import ForwardKinematics, geometry_corners
-from akd_core.robot import load_robot, load_urdf
+from akd_core.io.errors import ConfigError
+from akd_core.model import skeletons
+from akd_core.model.kinematics import ForwardKinematics, geometry_corners
+from akd_core.model.load import load_robot
+from akd_core.model.robot import load_urdf
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -283,7 +284,7 @@ def test_committed_urdf_is_not_stale(name):
     path = ROBOTS_DIR / f"{name}.urdf"
     assert path.is_file(), f"{path} missing: run `akd robots emit {name} -o robots/{name}.urdf`"
     if path.read_text() != skeletons.build(name).to_urdf():
-        pytest.fail(f"{path} differs from the skeleton in akd_core/skeletons.py: "
+        pytest.fail(f"{path} differs from the skeleton in akd_core/model/skeletons.py: "
                     f"run `akd robots emit {name} -o robots/{name}.urdf` and commit it")
 
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 import trimesh
 
-from akd_core.errors import ConfigError
-from akd_core.gaussians import GaussianAsset
-from akd_core.kinematics import ForwardKinematics
-from akd_core.skeletons import STANDING_HEIGHT, build
-from akd_core.skinning import (
+from akd_core.io.errors import ConfigError
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.skeletons import STANDING_HEIGHT, build
+from akd_core.render.gaussians import GaussianAsset
+from akd_core.render.skinning import (
     bone_heat_weights,
     cotangent_laplacian,
     dense_weights,

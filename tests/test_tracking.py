@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.errors import ConfigError
-from akd_core.kinematics import ForwardKinematics
-from akd_core.motion import TrackedMotion
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import RunDir
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.robot import load_urdf
+from akd_core.motion.clip import TrackedMotion
 from akd_core.physics import crosscheck as C
 from akd_core.physics import tracker as TR
-from akd_core.physics.engine import BodyState, substep_targets
+from akd_core.physics.engines.base import BodyState
 from akd_core.physics.planner import SamplingConfig, SamplingPlanner
-from akd_core.robot import load_urdf
-from akd_core.rundir import RunDir
+from akd_core.physics.targets import substep_targets
 from tests.conftest import example_robot_urdf
 from tests.test_gradient import trot_in_place
 
@@ -204,12 +205,12 @@ def test_bad_options_name_the_option(a1, tmp_path):
 def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
     """Quadrupeds: 32 samples, 0.04 rad, 0.4 s; bipeds: twice the samples, a longer horizon and the upright-first
     weights; CUDA: 1024 samples. Explicit options win."""
-    from akd_core.robot import load_robot
+    from akd_core.model.load import load_robot
 
     quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
     assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.CostWeights()
     humanoid = load_robot("humanoid")
-    from akd_core.gait import GaitSpec, generate_gait
+    from akd_core.motion.gait import GaitSpec, generate_gait
 
     walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.4, fps=50.0)
     biped = TR.sized(TR.TrackingConfig(), humanoid, walk, "cpu")
@@ -243,10 +244,10 @@ def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, 
 
 # ----------------------------------------------------------------------------- issue figures on real clips (slow)
 def _clip(robot_name: str, pattern: str, speed: float | None, prompt: str | None = None, duration: float = 4.0):
-    from akd_core.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
-    from akd_core.legs import find_legs
-    from akd_core.prompt import spec_from_prompt
-    from akd_core.robot import load_robot
+    from akd_core.model.legs import find_legs
+    from akd_core.model.load import load_robot
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
 
     builtin = robot_name in ("quadruped", "humanoid", "ostrich", "hexapod")
     robot = load_robot(robot_name) if builtin else load_urdf(example_robot_urdf(robot_name))
@@ -287,7 +288,7 @@ def test_biped_walks_track_within_the_issue_figures(robot_name, prompt):
     of stance frames; tracked upright for the whole clip with link error <= 0.08 m, engine-contact slip <= 0.05 m/s,
     root height within 3 cm of the reference and the contact schedule matched on >= 90 % of (period, foot) pairs.
     (`akd track`'s wall time, <= 3 min in the issue, is measured by bench/bench_tracking.py, not asserted here.)"""
-    from akd_core.feasibility import feasibility_summary
+    from akd_core.motion.feasibility import feasibility_summary
 
     robot, motion = _clip(robot_name, "walk", None, prompt=prompt)
     assert feasibility_summary(robot, motion)["cop_inside_frac"] >= 0.95

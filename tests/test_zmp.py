@@ -1,10 +1,10 @@
-"""Cart-table preview control of the CoM and the ZMP reference of a foot schedule (akd_core.zmp)."""
+"""Cart-table preview control of the CoM and the ZMP reference of a foot schedule (akd_core.motion.zmp)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from akd_core.zmp import preview_com, preview_gains, zmp_reference
+from akd_core.motion.zmp import preview_com, preview_gains, zmp_reference
 
 DT = 0.005
 Z_C = 0.8

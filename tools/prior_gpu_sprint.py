@@ -38,10 +38,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akd_core.prior.cogvideox import _rotary_embeddings  # noqa: E402
-from akd_core.prior.tiny import TINY_SCHEDULER_CONFIG  # noqa: E402
-from akd_core.prior.train import load_clips, split_clips  # noqa: E402
-from akd_core.prior.train_transformer import (  # noqa: E402
+from akd_core.sds.prior.cogvideox import rotary_embeddings  # noqa: E402
+from akd_core.sds.prior.tiny import TINY_SCHEDULER_CONFIG  # noqa: E402
+from akd_core.sds.prior.train_transformer import (  # noqa: E402
     PromptTable,
     TransformerTrainConfig,
     build_text_encoder,
@@ -54,6 +53,7 @@ from akd_core.prior.train_transformer import (  # noqa: E402
     vae_fingerprint,
     validation_mse,
 )
+from akd_core.sds.prior.training import load_clips, split_clips  # noqa: E402
 
 CAPTIONS = {"trot": "a dog trotting", "pace": "a dog pacing", "bound": "a dog bounding",
             "gallop": "a dog galloping", "walk": "a dog walking", "standing": "a dog standing still"}
@@ -117,7 +117,7 @@ def train(args: argparse.Namespace) -> None:
     scheduler = CogVideoXDDIMScheduler(**TINY_SCHEDULER_CONFIG)
     scheduler.alphas_cumprod = scheduler.alphas_cumprod.to(device)
     shape = tuple(mean.shape[1:])
-    rotary = _rotary_embeddings(model.config, shape[0], shape[2], shape[3], device)
+    rotary = rotary_embeddings(model.config, shape[0], shape[2], shape[3], device)
     embeds = meta["embeds"].to(device)
     rows = meta["clip_rows"]
     train_idx, val_idx = split_clips(mean.shape[0], config.val_fraction)

@@ -15,38 +15,41 @@ format appends the runs to an existing dataset (``--overwrite`` starts it afresh
 ``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
 
-`akd export` applies the quality gates (:mod:`akd_core.quality`): of several runs it exports those that pass and
+`akd export` applies the quality gates (:mod:`akd_core.export.quality`): of several runs it exports those that pass and
 lists the others with their reasons (``<-o PATH>.summary.json``; exit 1 when none passes); one run that fails a gate
-is refused with :class:`~akd_core.errors.QualityGateError` naming it. ``--include-rejected`` overrides.
+is refused with :class:`~akd_core.io.errors.QualityGateError` naming it. ``--include-rejected`` overrides.
 :func:`export_runs` itself applies no gate (only the URDF-limit check).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from ..errors import ConfigError, QualityGateError
-from ..rundir import RunDir
-from .amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, write_isaaclab_amp
-from .common import Episode, check_episode_limits, load_episode
-from .hdf5 import read_hdf5, write_hdf5
-from .lerobot import read_lerobot, write_lerobot
-from .rosbag import read_rosbag, write_rosbag
+from akd_core.export.amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, write_isaaclab_amp
+from akd_core.export.common import (
+    DATASET_FORMATS,
+    FORMATS,
+    PER_RUN_FORMATS,
+    Episode,
+    check_episode_limits,
+    load_episode,
+)
+from akd_core.export.hdf5 import read_hdf5, write_hdf5
+from akd_core.export.lerobot import read_lerobot, write_lerobot
+from akd_core.export.quality import GATE_OPTIONS, QualityGates, assess_run, clip_of
+from akd_core.export.rosbag import read_rosbag, write_rosbag
+from akd_core.io.errors import ConfigError, QualityGateError
+from akd_core.io.rundir import RunDir
 
 if TYPE_CHECKING:
-    from ..quality import QualityGates
+    from akd_core.export.quality import QualityGates
 
 log = logging.getLogger(__name__)
 
-DATASET_FORMATS = ("hdf5", "lerobot")
-PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2")
-FORMATS = DATASET_FORMATS + PER_RUN_FORMATS
 EXPORT_DIR = "export"
 _SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": ""}
 
@@ -152,13 +155,12 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
 def export_gated(run_dirs: list[str | Path], fmt: str | list[str], out: str | Path | None = None, *,
                  gates: QualityGates | None = None, include_rejected: bool = False, source: str = "auto",
                  progress: bool = True, **options: Any) -> dict[str, Any]:
-    """`akd export` of several runs: judge each run by the quality gates (:mod:`akd_core.quality`) and export the
+    """`akd export` of several runs: judge each run by the quality gates (:mod:`akd_core.export.quality`) and export the
     runs that pass (all that can be exported with ``include_rejected``). One bad run never costs the others.
 
     Returns ``{"formats", "output", "quality" (the gates + include_rejected), "runs": [{"name", "run_dir",
     "passed", "included", "reasons", "quality" (figures)}], "included", "excluded", "written": {fmt: [paths]}}``;
     nothing is written when no run is included. ``options`` go to :func:`export_runs` (append, loop_mode, ...)."""
-    from ..quality import QualityGates, assess_run, clip_of
 
     gates = gates if gates is not None else QualityGates()
     formats = parse_formats(fmt)
@@ -196,8 +198,6 @@ def export_gated(run_dirs: list[str | Path], fmt: str | list[str], out: str | Pa
 def _refusal(run: RunDir, reasons: list[str]) -> QualityGateError:
     import re
 
-    from ..quality import GATE_OPTIONS
-
     gates = [g for r in reasons for g in re.findall(r"gate (\w+)", r)]
     options = [GATE_OPTIONS[g] + (" VALUE|none" if g.startswith(("max_", "min_")) else "")
                for g in dict.fromkeys(gates) if g in GATE_OPTIONS]
@@ -217,7 +217,6 @@ def stage_export(run: RunDir, formats: str | list[str] = "hdf5,lerobot", out: st
     formats = parse_formats(formats)
     verdict = None
     if gates is not None:
-        from ..quality import assess_run, clip_of
 
         quality, episode = assess_run(run.path, gates, clip_of(run.path, formats, options.get("source", "auto")),
                                       include_rejected)
@@ -256,62 +255,7 @@ def summary_path(out: Path | None, explicit: Path | None) -> Path | None:
     return out.with_name(out.name + ".summary.json")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..quality import add_quality_arguments
-
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (several -> one dataset)")
-    parser.add_argument("--format", "-f", default="hdf5", dest="formats",
-                        help=f"comma-separated: {', '.join(FORMATS)}, or all (default hdf5)")
-    parser.add_argument("-o", "--output", type=Path, default=None,
-                        help="dataset file/folder (appended to if it exists), or output folder of per-run formats; "
-                             "default RUN/export/")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing -o dataset instead of appending")
-    parser.add_argument("--source", choices=("auto", "tracked", "reference"), default="auto",
-                        help="clip of amp / isaaclab-amp / rosbag2 exports (default: tracked if present)")
-    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap", help="AMP .txt LoopMode")
-    parser.add_argument("--summary", type=Path, default=None,
-                        help="several runs: where to write the JSON summary of included/excluded runs "
-                             "(default: <-o PATH>.summary.json)")
-    add_quality_arguments(parser)
-
-
-def cli(args: argparse.Namespace) -> int:
-    from ..fileio import write_json_atomic
-    from ..quality import gates_from_args, quality_table
-
-    gates = gates_from_args(args)
-    options: dict[str, Any] = {"source": args.source, "loop_mode": args.loop_mode}
-    if args.overwrite:
-        options["append"] = False
-    if len(args.runs) == 1:
-        metrics = stage_export(RunDir(args.runs[0]), args.formats, args.output, gates=gates,
-                               include_rejected=args.include_rejected, **options)
-        verdict = metrics.get("quality")
-        if verdict and not verdict["passed"]:
-            print(f"WARNING: --include-rejected: exported {args.runs[0]} although it fails the quality gates: "
-                  f"{'; '.join(verdict['reasons'])}", file=sys.stderr)
-        for path in (p for files in metrics["files"].values() for p in files):
-            print(path)
-        return 0
-    report = export_gated(args.runs, args.formats, args.output, gates=gates, include_rejected=args.include_rejected,
-                          **options)
-    print(quality_table(report["runs"]))
-    print(f"{report['included']} of {len(report['runs'])} runs exported, {report['excluded']} excluded "
-          f"({gates.describe()})")
-    for path in (p for files in report["written"].values() for p in files):
-        print(path)
-    target = summary_path(args.output, args.summary)
-    if target is not None:
-        write_json_atomic(target, report)
-        print(f"summary: {target}")
-    if not report["included"]:
-        print("akd export: no run passed the quality gates, nothing was exported; see the reasons above "
-              "(or pass --include-rejected)", file=sys.stderr)
-        return 1
-    return 0
-
-
 __all__ = ["Episode", "load_episode", "export_runs", "export_gated", "stage_export", "parse_formats", "default_output",
            "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
            "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "add_arguments", "cli",
-           "FORMATS"]
+           "FORMATS", "DATASET_FORMATS", "PER_RUN_FORMATS"]

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MotionError
-from ..fileio import save_npz_atomic, write_text_atomic
-from .common import Episode
+from akd_core.export.common import Episode
+from akd_core.io.errors import MotionError
+from akd_core.io.fileio import save_npz_atomic, write_text_atomic
+from akd_core.model.spatial import xyzw_to_wxyz
 
 LOOP_MODES = ("Wrap", "Clamp")
 
@@ -84,11 +85,6 @@ def read_amp_txt(path: str | Path) -> dict[str, Any]:
         raise MotionError(f"{path} is not a readable AMP motion file ({exc})") from exc
     doc["Frames"] = np.asarray(doc["Frames"], dtype=np.float64)
     return doc
-
-
-def xyzw_to_wxyz(quat: np.ndarray) -> np.ndarray:
-    """(..., 4) xyzw -> wxyz (Isaac Lab's order)."""
-    return np.concatenate([quat[..., 3:4], quat[..., :3]], axis=-1)
 
 
 def write_isaaclab_amp(episode: Episode, path: str | Path) -> Path:

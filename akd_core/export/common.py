@@ -17,21 +17,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import JointLimitError, MotionError, RunDirError
-from ..kinematics import ForwardKinematics, geometry_corners, matrix_to_quat
-from ..motion import (
-    LIMIT_TOLERANCE,
-    STATE_LIMIT_TOLERANCE,
-    Motion,
-    TrackedMotion,
-    angular_velocity,
-    check_joint_limits,
-)
-from ..robot import Robot, load_urdf
-from ..rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.errors import JointLimitError, MotionError, RunDirError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.kinematics import ForwardKinematics, geometry_corners
+from akd_core.model.robot import Robot, load_urdf
+from akd_core.model.spatial import angular_velocity, quat_to_matrix
+from akd_core.model.spatial.tensor import matrix_to_quat
+from akd_core.motion.clip import LIMIT_TOLERANCE, STATE_LIMIT_TOLERANCE, Motion, TrackedMotion, check_joint_limits
 
 CONTACT_HEIGHT_M = 0.015  # a foot whose lowest point is below this height (m) is in contact with the ground
 SOURCES = ("auto", "tracked", "reference")
+DATASET_FORMATS = ("hdf5", "lerobot")
+
+
+PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2")
+
+
+FORMATS = DATASET_FORMATS + PER_RUN_FORMATS
+
 
 
 @dataclass
@@ -83,7 +86,6 @@ class Episode:
 
     def root_frame(self, vectors: np.ndarray) -> np.ndarray:
         """World vectors (T, ..., 3) -> the root's body frame (per sample)."""
-        from ..motion import quat_to_matrix
 
         rot = quat_to_matrix(self.root_quat.astype(np.float64))  # (T, 3, 3) body -> world
         v = np.asarray(vectors, dtype=np.float64)

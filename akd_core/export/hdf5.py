@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MotionError
-from ..fileio import atomic_path
-from .common import Episode, require_tracked, stack_checked
+from akd_core.export.common import Episode, require_tracked, stack_checked
+from akd_core.io.errors import MotionError
+from akd_core.io.fileio import atomic_path
 
 SCHEMA_VERSION = 1
 DESCRIPTION = ("AKD tracked motions: actions = PD targets (rad), obs = simulated states, joint_torques (N m); "

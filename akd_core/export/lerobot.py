@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MotionError
-from ..fileio import atomic_path
-from .common import Episode, require_tracked, stack_checked
+from akd_core.export.common import Episode, require_tracked, stack_checked
+from akd_core.io.errors import MotionError
+from akd_core.io.fileio import atomic_path
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000

@@ -1,6 +1,6 @@
 """rosbag2 (MCAP) of a run, written with ``rosbags`` (pure Python, no ROS install), for ``ros2 bag play``.
 
-Topics (the same messages ``akd ros replay`` publishes live; FORMATS.md, ROS 2 section):
+Topics (the same messages ``akd ros replay`` publishes live; docs/ros.md):
 
 - ``/robot_description`` ``std_msgs/msg/String``: the URDF with ``file://`` mesh URIs, once, offered
   transient_local + reliable (what robot_state_publisher and RViz subscribe with).
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MotionError
-from ..fileio import atomic_path
-from ..motion import quat_to_matrix
-from .common import Episode
+from akd_core.export.common import Episode
+from akd_core.io.errors import MotionError
+from akd_core.io.fileio import atomic_path
+from akd_core.model.spatial import quat_to_matrix
 
 NS_PER_S = 1_000_000_000
 TOPICS = {

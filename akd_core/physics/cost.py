@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import RolloutBatch
+from akd_core.physics.engines.base import RolloutBatch
 
 
 @dataclass

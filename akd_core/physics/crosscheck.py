@@ -13,18 +13,17 @@ contact quirks fail it.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..fileio import write_json_atomic
-from ..motion import TrackedMotion
-from ..robot import Robot, load_urdf
-from ..rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
-from .engine import BodyState, Feet, make_engine, mass_links, other_engine
-from .params import PhysicsParams, physics_from_dict
+from akd_core.io.fileio import write_json_atomic
+from akd_core.io.rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.robot import Robot, load_urdf
+from akd_core.motion.clip import TrackedMotion
+from akd_core.physics.engines import make_engine, other_engine
+from akd_core.physics.engines.base import BodyState, Feet, mass_links
+from akd_core.physics.params import PhysicsParams, physics_from_dict
 
 DEFAULT_THRESHOLD_RAD = 0.05
 DEFAULT_WINDOW_S = 0.5
@@ -117,29 +116,3 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
         write_json_atomic(run.file(CROSSCHECK), result)
         metrics.update(result)
     return metrics
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, help="run directory with tracked.npz (from `akd track`)")
-    parser.add_argument("--window", type=float, default=DEFAULT_WINDOW_S,
-                        help="seconds each window replays from the tracked state (default 0.5)")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_RAD,
-                        help="pass if the windowed joint RMSE (rad) is below this (default 0.05)")
-    parser.add_argument("--open-loop", type=float, default=DEFAULT_OPEN_LOOP_S,
-                        help="seconds of open-loop replay from the first state reported beside it (default: the "
-                             "whole clip)")
-    parser.add_argument("--engine", default=None, choices=("mujoco", "newton"),
-                        help="engine that replays (default: the one the run was not tracked in)")
-
-
-def cli(args: argparse.Namespace) -> int:
-    run = RunDir(args.run)
-    r = stage_crosscheck(run, args.window, args.threshold, args.open_loop, args.engine)
-    verdict = "PASSED" if r["passed"] else "FAILED"
-    print(f"crosscheck {verdict} in {r['engine']} (tracked in {r['tracked_engine']}): windowed joint RMSE "
-          f"{r['joint_rmse_rad']:.4f} rad over {r['windows']} x {r['window_s']:.2f} s windows (threshold "
-          f"{r['threshold']}), worst window {r['worst_window_joint_rmse_rad']:.4f} rad, root error "
-          f"{r['root_pos_err_m']:.4f} m; open loop {r['open_loop_s']:.1f} s: joint RMSE "
-          f"{r['open_loop_joint_rmse_rad']:.4f} rad, root drift {r['open_loop_root_drift_m']:.3f} m "
-          f"-> {run.file(CROSSCHECK)}")
-    return 0 if r["passed"] else 1

@@ -1,7 +1,8 @@
 """The paper's gradient method (``akd track --method adam``): Adam on PD targets through Newton/Warp's differentiable
-simulation (PAPER.md "Physics-based tracking"), kept beside the sampling MPC as an option.
+simulation (docs/design.md, "The method"), kept beside the sampling MPC as an option.
 
-The room owns: building a Newton model from a :class:`~akd_core.robot.Robot` (floating base, ground contact, PD gains,
+The room owns: building a Newton model from a :class:`~akd_core.model.robot.Robot` (floating base, ground contact,
+PD gains,
 armature, effort clamping), the chunked differentiable rollout (one ``torch.autograd.Function`` per chunk of
 substeps whose backward replays a ``wp.Tape`` and clips the gradient at the chunk boundary), the Adam optimisation of
 PD targets + initial velocity, and :func:`track_adam`, which `akd track --method adam` calls.
@@ -30,15 +31,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, DependencyError, MotionError
-from ..fileio import atomic_path
-from ..kinematics import ForwardKinematics
-from ..motion import Motion, TrackedMotion, quat_to_matrix
-from ..robot import Robot
-from .metrics import fall_warning, tracking_metrics, tracks_better
-from .newton_engine import _kernels, newton_model
-from .params import PhysicsParams, default_physics
-from .tracker import control_rate, start_pose
+from akd_core.io.errors import DependencyError, MotionError
+from akd_core.io.fileio import atomic_path
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.physics.engines.newton import kernels, newton_model
+from akd_core.physics.engines.warp_runtime import import_warp, resolve_device
+from akd_core.physics.metrics import fall_warning, tracking_metrics, tracks_better
+from akd_core.physics.params import PhysicsParams, default_physics
+from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose, substep_targets
 
 log = logging.getLogger(__name__)
 
@@ -78,29 +81,6 @@ class AdamConfig:
         return dataclasses.asdict(self)
 
 
-def resolve_device(device: str | None) -> str:
-    """'cuda' when Warp sees a GPU (or when asked), else 'cpu'."""
-    wp = _import_warp()
-    if device in (None, "auto"):
-        return "cuda" if wp.get_cuda_device_count() > 0 else "cpu"
-    if device.startswith("cuda") and wp.get_cuda_device_count() == 0:
-        raise ConfigError(f"--device {device} was requested but Warp sees no CUDA device; use --device cpu")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise ConfigError(f"--device must be 'cpu', 'cuda' or 'auto', got {device!r}")
-    return device
-
-
-def _import_warp():
-    try:
-        import warp as wp
-    except ImportError as exc:  # pragma: no cover - the stack always has warp
-        raise DependencyError("tracking needs warp-lang and newton: pip install warp-lang newton") from exc
-    wp.config.quiet = True  # no init banner
-    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs every module load at INFO
-        wp.config.log_level = wp.LOG_WARNING
-    return wp
-
-
 # ----------------------------------------------------------------------------- the simulator
 class NewtonSim:
     """A Newton model of ``robot`` on a ground plane plus buffers for one chunk of ``steps`` substeps.
@@ -112,7 +92,7 @@ class NewtonSim:
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, device: str = "cpu",
                  requires_grad: bool = True, graph_capture: bool = True):
-        wp = _import_warp()
+        wp = import_warp()
         try:
             import newton
         except ImportError as exc:  # pragma: no cover
@@ -135,7 +115,7 @@ class NewtonSim:
         self.kp = wp.array(physics.kp.astype(np.float32), dtype=float, device=device)
         self.kd = wp.array(physics.kd.astype(np.float32), dtype=float, device=device)
         self.effort = wp.array(physics.effort.astype(np.float32), dtype=float, device=device)
-        self.pd_kernel = _kernels()[0]  # the Newton engine's clamped PD law, one world
+        self.pd_kernel = kernels()[0]  # the Newton engine's clamped PD law, one world
         self.root_com = self.model.body_com.numpy()[self.root_body].astype(np.float64)  # (3,) in root frame
         self._graph = None  # captured forward chunk
         self._bwd_graph = None  # captured forward-with-tape + backward chunk
@@ -369,20 +349,13 @@ class Rollout:
     diverged_at: int | None = None  # control step where the simulation blew up (states held from there on)
 
 
-def substep_targets(pd_targets: torch.Tensor, steps: int) -> torch.Tensor:
-    """Control-rate targets (T, J) -> per-substep targets (T-1, steps, J), linear between control frames."""
-    frac = torch.arange(steps, dtype=pd_targets.dtype) / steps  # (steps,)
-    start, end = pd_targets[:-1, None, :], pd_targets[1:, None, :]
-    return start + (end - start) * frac[None, :, None]
-
-
 def rollout(sim: NewtonSim, q0: torch.Tensor, qd0: torch.Tensor, pd_targets: torch.Tensor, clip: float = 1.0,
             progress: bool = False, hold_on_divergence: bool = False) -> Rollout:
     """Simulate from (Q,), (D,) under control-rate targets (T, J). Differentiable w.r.t. all three inputs.
 
     A non-finite state raises MotionError, or with ``hold_on_divergence`` (forward-only use) ends the simulation:
     the last finite state is repeated for the remaining frames and ``diverged_at`` names the step."""
-    sub = substep_targets(pd_targets, sim.steps)
+    sub = substep_targets(pd_targets, sim.steps).reshape(-1, sim.steps, pd_targets.shape[-1])  # (T-1, S, J)
     q, qd = q0, qd0
     qs, qds = [q0], [qd0]
     body0 = _bodies_at(sim, q0.detach().numpy(), qd0.detach().numpy())
@@ -507,23 +480,6 @@ def simulate(problem: TrackingProblem, pd_targets: np.ndarray, qd0: np.ndarray |
                        torch.as_tensor(pd_targets, dtype=torch.float32), hold_on_divergence=True)
 
 
-def max_target_step(problem: TrackingProblem) -> torch.Tensor:
-    """(J,) largest PD-target change per control period: 98 % of the URDF velocity limit times the period, so the
-    published targets never ask for a joint velocity beyond the limit (the ROS nodes refuse such commands)."""
-    return torch.as_tensor(0.98 * problem.robot.velocity_limit / problem.reference.fps, dtype=torch.float32)
-
-
-def rate_limited(targets: torch.Tensor, max_step: torch.Tensor, previous: torch.Tensor | None = None) -> torch.Tensor:
-    """targets (T, J) with every frame-to-frame change clamped to +-max_step (J,), starting from ``previous`` (J,)
-    when given. Sequential, differentiable almost everywhere; the identity on sequences already within the limit."""
-    out, prev = [], previous
-    for row in targets:
-        row = row if prev is None else prev + torch.maximum(torch.minimum(row - prev, max_step), -max_step)
-        out.append(row)
-        prev = row
-    return torch.stack(out)
-
-
 def initial_targets(problem: TrackingProblem) -> np.ndarray:
     """(T, J) starting PD targets of the optimisation: the reference angles plus a velocity feedforward,
     q* = q_ref + (kd / kp) qdot_ref, clamped to the joint limits.
@@ -535,7 +491,7 @@ def initial_targets(problem: TrackingProblem) -> np.ndarray:
     lead = (problem.physics.kd / np.maximum(problem.physics.kp, 1e-9))[None, :]
     targets = ref.joint_pos.astype(np.float64) + lead * ref.joint_vel().astype(np.float64)
     targets = np.clip(targets, problem.robot.lower, problem.robot.upper).astype(np.float32)
-    return rate_limited(torch.as_tensor(targets), max_target_step(problem)).numpy()
+    return rate_limited(torch.as_tensor(targets), _max_step(problem)).numpy()
 
 
 def knot_basis(frames: int, spacing: int, first: bool) -> torch.Tensor:
@@ -639,7 +595,7 @@ def optimise(problem: TrackingProblem, iterations: int, checkpoint: Path | None 
             "best_loss": _mean_finite([h["best_loss"] for h in state["history"]])}
     lower = torch.as_tensor(problem.robot.lower, dtype=torch.float32)
     upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
-    pd_targets = rate_limited(torch.clamp(state["targets"], lower, upper), max_target_step(problem)).numpy()
+    pd_targets = rate_limited(torch.clamp(state["targets"], lower, upper), _max_step(problem)).numpy()
     return pd_targets, problem.qd0 + state["dqd0"].numpy(), info
 
 
@@ -659,7 +615,7 @@ def _optimise_window(problem: TrackingProblem, state: dict[str, Any], start: int
     upper = torch.as_tensor(problem.robot.upper, dtype=torch.float32)
     fixed = state["targets"][start:start + 1].clone()  # committed target of the window's first frame
     init = state["targets"][start:end + 1].clone() if first else state["targets"][start + 1:end + 1].clone()
-    max_step = max_target_step(problem)
+    max_step = _max_step(problem)
     previous = None if first else fixed[-1]
     init = rate_limited(init, max_step, previous)
     before = state["targets"][max(0, start - 2):start].clone() if start > 0 else None
@@ -814,7 +770,7 @@ def track_adam(robot: Robot, motion: Motion, cfg=None, checkpoint: Path | None =
     tracked = to_tracked(problem, result, pd_targets)
     metrics = adam_metrics(problem, tracked, result.torque_peak, result.diverged_at)
     selected = "optimised"
-    naive_in_limits = np.allclose(rate_limited(torch.as_tensor(naive_targets), max_target_step(problem)).numpy(),
+    naive_in_limits = np.allclose(rate_limited(torch.as_tensor(naive_targets), _max_step(problem)).numpy(),
                                   naive_targets)
     if naive_in_limits and tracks_better(naive_metrics, metrics):
         # the windows are optimised greedily, so the whole-clip rollout can end up worse than plain PD replay
@@ -840,3 +796,8 @@ def track_adam(robot: Robot, motion: Motion, cfg=None, checkpoint: Path | None =
     if metrics["fell"]:
         log.warning(fall_warning(metrics))
     return tracked, out
+
+
+def _max_step(problem: TrackingProblem) -> torch.Tensor:
+    """(J,) the shared PD-target rate limit (akd_core.physics.targets) at the reference's frame rate."""
+    return torch.as_tensor(max_target_step(problem.robot, problem.reference.fps), dtype=torch.float32)

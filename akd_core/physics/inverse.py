@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..motion import Motion
-from ..robot import Robot
-from .engine import Feet
-from .params import PhysicsParams
+from akd_core.model.robot import Robot
+from akd_core.motion.clip import Motion
+from akd_core.physics.engines.base import Feet
+from akd_core.physics.engines.mujoco import build_mujoco, import_mujoco
+from akd_core.physics.params import PhysicsParams
 
 SOLE_LEVER_M = 0.05  # m: a foot moment costs as much as a force at this lever (see the module docstring)
 EQUALITY_WEIGHT = 1e6  # the base rows are enforced this much harder than the wrench norm is kept small
@@ -55,9 +56,8 @@ def inverse_dynamics_torques(robot: Robot, reference: Motion, physics: PhysicsPa
     ``root_pos`` (T, 3) overrides the reference's root (the tracker raises it onto the ground); ``stance`` (T, K)
     overrides the reference's contact schedule (``feet`` order); without either the reference's are used.
     """
-    from .mujoco_engine import _mujoco, build_mujoco
 
-    mujoco, _ = _mujoco()
+    mujoco, _ = import_mujoco()
     model, data = build_mujoco(robot, physics, reference.dt)
     model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
     joint = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]

@@ -8,10 +8,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import AKDError
-from ..kinematics import ForwardKinematics
-from ..motion import Motion, TrackedMotion, quat_to_matrix
-from ..robot import Robot
+from akd_core.io.errors import AKDError
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.legs import find_legs
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.motion.metrics import motion_metrics
 
 FALL_TILT_DEG = 60.0
 FALL_HEIGHT_FRACTION = 0.5
@@ -61,7 +64,6 @@ def feet_of(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarra
     if len(ref.foot_names):
         contacts = ref.foot_contacts if ref.foot_contacts is not None and ref.foot_contacts.any() else None
         return list(ref.foot_names), np.asarray(ref.foot_offsets, dtype=np.float64).reshape(-1, 3), contacts
-    from ..legs import find_legs
 
     try:
         legs = find_legs(robot)
@@ -81,11 +83,10 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     ``heading_err_deg`` (final frame, signed: tracked minus reference yaw) and ``max_heading_err_deg``;
     ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height, or a blown-up simulation);
     ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
-    the engine's contacts, when given); and from :func:`akd_core.metrics.motion_metrics`: ``foot_skate_mps``,
+    the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
     ``contact_schedule_match``.
     """
-    from ..metrics import motion_metrics
 
     fk = ForwardKinematics(robot)
     ref_root = ref.root_pos.astype(np.float64) + np.array([0.0, 0.0, height_shift])

@@ -2,7 +2,7 @@
 material (friction coefficient plus each engine's realisation of a stiff, non-sinking contact).
 
 PD law, in every engine: ``tau = clamp(kp (q* - q) - kd qdot, -effort, effort)`` with ``q*`` the PD target,
-linearly interpolated between control frames (:func:`akd_core.physics.engine.substep_targets`).
+linearly interpolated between control frames (:func:`akd_core.physics.engines.base.substep_targets`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import ConfigError
-from ..kinematics import ForwardKinematics
-from ..robot import Robot
+from akd_core.io.errors import ConfigError
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.robot import Robot
 
 log = logging.getLogger(__name__)
 
-REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (STACK.md)
+REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (docs/design.md section 4)
 GRAVITY = 9.81
 KP_PER_KG = 4.5  # N m/(rad kg): PD stiffness per kg of robot, the gradient method's (its contact gradients were
 # measured with it)

@@ -12,10 +12,8 @@ state, so replaying ``tracked.npz`` from its first state in the same engine repr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,18 +23,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, MotionError
-from ..fileio import atomic_path
-from ..kinematics import ForwardKinematics, geometry_corners
-from ..motion import Motion, TrackedMotion
-from ..robot import Robot, load_urdf
-from ..rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
-from .cost import CostWeights, Reference, TrackingCost
-from .engine import BodyState, Engine, Feet, RolloutBatch, make_engine, mass_links, resolve_engine
-from .inverse import inverse_dynamics_torques
-from .metrics import contact_match, fall_warning, feet_of, stance_slip, tracking_metrics, tracks_better
-from .params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
-from .planner import SamplingConfig, SamplingPlanner
+from akd_core.io.errors import ConfigError, MotionError
+from akd_core.io.fileio import atomic_path
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.robot import Robot, load_urdf
+from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.physics.cost import CostWeights, Reference, TrackingCost
+from akd_core.physics.engines import make_engine, resolve_engine
+from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
+from akd_core.physics.engines.warp_runtime import resolve_device
+from akd_core.physics.gradient import track_adam
+from akd_core.physics.inverse import inverse_dynamics_torques
+from akd_core.physics.metrics import contact_match, fall_warning, feet_of, stance_slip, tracking_metrics, tracks_better
+from akd_core.physics.params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
+from akd_core.physics.planner import SamplingConfig, SamplingPlanner
+from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,6 @@ CONTACT_FORCE_FRACTION = 0.01  # a foot is in contact when it carries more than 
 # the feedforward replay is kept without planning only if it also never turns away by more than this (deg): a slow
 # heading drift is what MPC corrects best (measured: g1 walk, 3.7 deg -> 0.1 deg)
 FEEDFORWARD_OK_HEADING_DEG = 2.0
-VELOCITY_LIMIT_FRACTION = 0.98  # PD targets never ask for more than this fraction of the URDF velocity limit
 
 
 @dataclass
@@ -113,48 +114,6 @@ class Setup:
     knot: int
 
 
-# ----------------------------------------------------------------------------- building
-def control_rate(motion: Motion, control_hz: float | None, sim_dt: float) -> tuple[float, int, float]:
-    """(control_hz, substeps per control period, sim_dt) with sim_dt <= the bound."""
-    hz = control_hz if control_hz is not None else min(max(motion.fps, 25.0), 100.0)
-    if hz <= 0 or sim_dt <= 0:
-        raise ConfigError(f"control_hz and sim_dt must be positive (got {hz}, {sim_dt})")
-    steps = max(1, int(math.ceil(1.0 / (hz * sim_dt) - 1e-9)))
-    return hz, steps, 1.0 / (hz * steps)
-
-
-def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
-    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0.
-    Returns root_pos (3,) and the applied vertical shift (m)."""
-    link_idx, points = geometry_corners(robot)
-    if len(points) == 0:
-        raise MotionError(f"robot '{robot.name}' has no collision or visual geometry to stand on")
-    fk = ForwardKinematics(robot)
-    world = fk.link_points(torch.as_tensor(motion.root_pos[:1], dtype=torch.float64),
-                           torch.as_tensor(motion.root_quat[:1], dtype=torch.float64),
-                           torch.as_tensor(motion.joint_pos[:1], dtype=torch.float64),
-                           torch.as_tensor(link_idx), torch.as_tensor(points))
-    shift = -float(world[0, :, 2].min())
-    return motion.root_pos[0].astype(np.float64) + np.array([0.0, 0.0, shift]), shift
-
-
-def rate_limited(targets: np.ndarray, max_step: np.ndarray, previous: np.ndarray | None = None) -> np.ndarray:
-    """targets (..., T, J) with every frame-to-frame change clamped to +-max_step (J,), starting from ``previous``
-    (..., J) when given; the identity on sequences already within the limit."""
-    out = np.array(targets, dtype=np.float64, copy=True)
-    prev = None if previous is None else np.asarray(previous, dtype=np.float64)
-    for t in range(out.shape[-2]):
-        if prev is not None:
-            out[..., t, :] = prev + np.clip(out[..., t, :] - prev, -max_step, max_step)
-        prev = out[..., t, :]
-    return out
-
-
-def max_target_step(robot: Robot, hz: float) -> np.ndarray:
-    """(J,) largest PD-target change per control period (the ROS nodes refuse commands beyond the limits)."""
-    return VELOCITY_LIMIT_FRACTION * np.asarray(robot.velocity_limit, dtype=np.float64) / hz
-
-
 def feedforward_targets(robot: Robot, reference: Motion, physics: PhysicsParams, enabled: bool = True,
                         torques: np.ndarray | None = None) -> np.ndarray:
     """(T, J) q_ref + (kd qdot_ref + tau) / kp, clipped to the limits and rate-limited. With ``tau_pd = kp (q* - q)
@@ -197,7 +156,6 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
 
 def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | None = None) -> Setup:
     """Resample the reference to the control rate, size the planner, build the engine and the start state."""
-    from .gradient import resolve_device
 
     motion.check_robot(robot, "reference")
     device = resolve_device(cfg.device)
@@ -466,7 +424,6 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     if cfg.method not in METHODS:
         raise ConfigError(f"--method must be one of {METHODS}, got {cfg.method!r}")
     if cfg.method == "adam":
-        from .gradient import track_adam
 
         return track_adam(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
     tic = time.perf_counter()
@@ -529,64 +486,3 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
         tracked.save(run.file(TRACKED))
         metrics.update(out)
     return metrics
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
-    parser.add_argument("--method", default="mpc", choices=METHODS,
-                        help="mpc: sampling MPC (default; MuJoCo on CPU, Newton on CUDA); adam: the paper's gradient "
-                             "method through Newton's differentiable simulation")
-    parser.add_argument("--engine", default="auto", choices=("auto", "mujoco", "newton"),
-                        help="physics engine (auto: Newton on CUDA, MuJoCo on CPU)")
-    parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
-    parser.add_argument("--samples", type=int, default=None, help="MPC candidates per re-plan (default sized)")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="MPC annealing rounds per re-plan (default 1); adam: Adam steps per window")
-    parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
-    parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
-    parser.add_argument("--replan", type=float, default=0.04, help="MPC re-plan period, s (default 0.04)")
-    parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sim-dt", type=float, default=None,
-                        help="simulation step bound in s (default 2e-3 MuJoCo, 1e-3 Newton)")
-    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
-    parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
-    parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
-    parser.add_argument("--time-budget", type=float, default=None,
-                        help="adam: optimisation wall-time cap in s (default 150 on CPU unless --iterations)")
-    parser.add_argument("--window", type=float, default=0.5,
-                        help="adam: optimisation window in s (default 0.5); 0 = the whole clip at once (paper)")
-    parser.add_argument("--lr", type=float, default=0.02, help="adam: learning rate (rad)")
-    parser.add_argument("--no-inverse-dynamics", action="store_true",
-                        help="nominal targets without the reference's inverse-dynamics torques (q_ref + kd/kp qd_ref)")
-    parser.add_argument("--feedforward-ok", type=float, default=None,
-                        help="skip the MPC when the feedforward replay tracks upright within this link error in m "
-                             "(default 0.02; 0 always runs the MPC)")
-    parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
-
-
-def cli(args: argparse.Namespace) -> int:
-    run = RunDir(args.run)
-    metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
-                          samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
-                          horizon_s=args.horizon, replan_s=args.replan, contact_mu=args.mu, seed=args.seed,
-                          sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
-                          time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
-                          lr=args.lr, inverse_dynamics=not args.no_inverse_dynamics,
-                          feedforward_ok_m=args.feedforward_ok)
-    print(f"tracked -> {run.file(TRACKED)} ({metrics['method']} on {metrics['engine']}, "
-          f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
-    print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
-    for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
-                "foot_skate_mps", "penetration_m", "contact_schedule_match", "max_tilt_deg",
-                "torque_saturation_frac", "fell"):
-        if key not in metrics:
-            continue
-        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
-    if metrics["fell"]:
-        print(fall_warning(metrics))
-    return 0
-
-
-def _fmt(value: Any) -> Any:
-    return f"{value:.4f}" if isinstance(value, float) else value

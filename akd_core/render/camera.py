@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor
 
-from akd_core.errors import ConfigError
+from akd_core.io.errors import ConfigError
 
 
 def look_at(eye: Tensor, target: Tensor, up: tuple[float, float, float] = (0.0, 0.0, 1.0)) -> Tensor:

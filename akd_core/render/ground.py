@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from akd_core.errors import ConfigError
+from akd_core.io.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from akd_core.errors import DependencyError
-from akd_core.render.rasterize_torch import _check_size, broadcast_inputs
+from akd_core.io.errors import DependencyError
+from akd_core.render.rasterize_torch import broadcast_inputs, check_size
 
 
 def gsplat_unavailable_reason() -> str | None:
@@ -45,7 +45,7 @@ def rasterize_gsplat(
         raise DependencyError(reason)
     from gsplat import rasterization
 
-    _check_size(width, height)
+    check_size(width, height)
     device = means.device
     cuda = device if device.type == "cuda" else torch.device("cuda")
     means, covars, colors, opacities, viewmats, Ks = (

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from akd_core.errors import ConfigError
+from akd_core.io.errors import ConfigError
 
 ALPHA_THRESHOLD = 1.0 / 255.0
 TRANSMITTANCE_MIN = 1e-4
@@ -270,7 +270,7 @@ def rasterize_torch(
         rgb (C, H, W, D) without background (premultiplied) and alpha (C, H, W, 1); the
         image over a background ``bg`` is ``rgb + (1 - alpha) * bg``.
     """
-    _check_size(width, height)
+    check_size(width, height)
     means, covars, colors, opacities, viewmats, Ks = broadcast_inputs(means, covars, colors, opacities, viewmats, Ks)
     proj = project_gaussians(means, covars, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane)
     tiles_x, tiles_y = math.ceil(width / tile_size), math.ceil(height / tile_size)
@@ -317,6 +317,6 @@ def _tile_pixel_layout(
     return tiles, pixel_order
 
 
-def _check_size(width: int, height: int) -> None:
+def check_size(width: int, height: int) -> None:
     if int(width) != width or int(height) != height or width < 1 or height < 1:
         raise ConfigError(f"render: width and height must be positive integers, got {width}x{height}")

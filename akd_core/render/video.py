@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from akd_core.errors import ConfigError
-from akd_core.fileio import atomic_path
+from akd_core.io.errors import ConfigError
+from akd_core.io.fileio import atomic_path
 from akd_core.render.ground import GroundConfig, mask_below_ground, render_ground
 from akd_core.render.gsplat_backend import gsplat_unavailable_reason, rasterize_gsplat
 from akd_core.render.rasterize_torch import rasterize_torch

@@ -1,0 +1,52 @@
+"""`akd gait`: a reference gait from the gait library -> RUN/reference.npz (and RUN/preview.mp4)."""
+
+from __future__ import annotations
+
+import argparse
+
+from akd_core.cli.options import add_robot_options
+from akd_core.io.rundir import PREVIEW, REFERENCE, ROBOT_URDF, RunDir
+from akd_core.model.load import load_robot
+from akd_core.motion.clip import Motion
+from akd_core.motion.feasibility import describe
+from akd_core.motion.stage import stage_gait
+from akd_core.render.preview import render_preview
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `akd gait` (docs/design.md, section 6)."""
+    add_robot_options(parser)
+    parser.add_argument("--prompt", required=True, help="text, e.g. 'a dog trotting forward quickly'")
+    parser.add_argument("--out", required=True, help="run directory (created)")
+    parser.add_argument("--duration", type=float, default=4.0, help="clip length, s (default 4)")
+    parser.add_argument("--fps", type=float, default=50.0, help="frame rate (default 50)")
+    parser.add_argument("--seed", type=int, default=0, help="recorded in the manifest (the gait is deterministic)")
+    parser.add_argument("--feet", default=None, metavar="LINK,...",
+                        help="foot link names, comma-separated, instead of automatic leg detection")
+    parser.add_argument("--no-preview", action="store_true", help="do not render preview.mp4")
+
+
+def run(args: argparse.Namespace) -> int:
+    """`akd gait ...`: run the stage and print where the files are."""
+
+    run = RunDir(args.out, create=True)
+    feet = [f.strip() for f in args.feet.split(",") if f.strip()] if args.feet else None
+    metrics = stage_gait(run, args.robot, args.prompt, duration=args.duration, fps=args.fps, seed=args.seed,
+                         feet=feet, package_paths=args.package_path)
+    if not args.no_preview:
+        robot = load_robot(run.file(ROBOT_URDF))
+        render_preview(robot, [Motion.load(run.file(REFERENCE), robot)], ["reference"], run.file(PREVIEW))
+    stage = run.stage("gait")
+    spec = stage.get("config", {}).get("spec", {})
+    print(f"gait: {spec.get('pattern')} at {spec.get('speed', 0):.2f} m/s, {spec.get('frequency', 0):.2f} Hz, "
+          f"duty {spec.get('duty_factor', 0):.2f} ({metrics['num_frames']} frames)")
+    for note in stage.get("config", {}).get("notes", []):
+        print(f"  note: {note}")
+    print(f"  foot skate {metrics['foot_skate_mps']:.4f} m/s, penetration {metrics['penetration_m'] * 1000:.2f} mm, "
+          f"IK error {metrics['ik_foot_error_m'] * 1000:.2f} mm, joint velocity {metrics['joint_velocity_ratio']:.2f}"
+          " x limit")
+    print(f"  {describe(metrics)}")
+    print(f"wrote {run.file('reference.npz')}")
+    if run.file("preview.mp4").exists():
+        print(f"wrote {run.file('preview.mp4')}")
+    return 0

@@ -1,0 +1,32 @@
+"""Options shared by several `akd` commands: the robot and its ROS package paths, run directories.
+
+Light on purpose (no torch): `akd robots ...` imports it and starts in a fraction of a second. The quality
+gates are in :mod:`akd_core.cli.gates`, the video prior's options in :mod:`akd_core.cli.prior_options`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_robot_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--robot", required=required,
+                        help="built-in robot name (`akd robots list`) or a path to a URDF")
+    add_package_path(parser)
+
+
+def add_package_path(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--package-path", action="append", default=[], metavar="DIR",
+                        help="folder containing ROS packages, for package:// mesh URIs (repeatable; "
+                             "ROS_PACKAGE_PATH and AMENT_PREFIX_PATH are searched too)")
+
+
+def add_run_dir(parser: argparse.ArgumentParser, help_text: str = "run directory (made by `akd gait` / `akd run`)"
+                ) -> None:
+    parser.add_argument("run", type=Path, help=help_text)
+
+
+def split_names(text: str | None) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c']; None or empty -> None (e.g. --feet)."""
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    return names or None

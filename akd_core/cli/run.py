@@ -1,0 +1,50 @@
+"""`akd run`: every stage in order on one run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from akd_core.cli.options import add_robot_options
+from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_robot_options(parser)
+    parser.add_argument("--prompt", required=True, help="text describing the motion, e.g. 'a dog trotting forward'")
+    parser.add_argument("--out", required=True, type=Path, help="run directory (created)")
+    parser.add_argument("--source", choices=SOURCES, default="gait",
+                        help="gait: procedural gait library (CPU, seconds); sds: SDS distillation from a video prior")
+    parser.add_argument("--duration", type=float, default=4.0, help="clip length in seconds (default 4)")
+    parser.add_argument("--fps", type=float, default=50.0, help="reference frame rate (default 50)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
+    parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
+    parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
+    parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),
+                        help="comma-separated export formats (hdf5,lerobot,amp,isaaclab-amp,rosbag2 | all | none)")
+    parser.add_argument("--force", action="store_true", help="re-run stages that are already done")
+    parser.add_argument("--prior", default="cogvideox", help="sds source: cogvideox | tiny")
+    parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder (default: "
+                                                            "$AKD_VIDEO_MODEL, else the shipped models/akd-gaits-tiny)")
+    parser.add_argument("--distill-iterations", type=int, default=None)
+    parser.add_argument("--param", choices=("frames", "phase"), default=None,
+                        help="sds source: what SDS optimises (akd distill --param; phase: the legs' phases of a "
+                             "gait-library stride, continued to --duration)")
+
+
+def run(args: argparse.Namespace) -> int:
+    exports: tuple[str, ...]
+    if args.export in ("", "none"):
+        exports = ()
+    elif args.export == "all":
+        exports = ("hdf5", "lerobot", "amp", "isaaclab-amp", "rosbag2")
+    else:
+        exports = tuple(x.strip() for x in args.export.split(",") if x.strip())
+    cfg = PipelineConfig(
+        robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
+        seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
+        track_iterations=args.iterations, device=args.device, exports=exports, force=args.force, prior=args.prior,
+        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param)
+    run_pipeline(cfg)
+    return 0

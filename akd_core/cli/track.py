@@ -1,0 +1,72 @@
+"""`akd track RUN`: physics tracking of the reference -> RUN/tracked.npz."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from akd_core.io.rundir import TRACKED, RunDir
+from akd_core.physics.metrics import fall_warning
+from akd_core.physics.tracker import METHODS, stage_track
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
+    parser.add_argument("--method", default="mpc", choices=METHODS,
+                        help="mpc: sampling MPC (default; MuJoCo on CPU, Newton on CUDA); adam: the paper's gradient "
+                             "method through Newton's differentiable simulation")
+    parser.add_argument("--engine", default="auto", choices=("auto", "mujoco", "newton"),
+                        help="physics engine (auto: Newton on CUDA, MuJoCo on CPU)")
+    parser.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"], help="Warp device (default auto)")
+    parser.add_argument("--samples", type=int, default=None, help="MPC candidates per re-plan (default sized)")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="MPC annealing rounds per re-plan (default 1); adam: Adam steps per window")
+    parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
+    parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
+    parser.add_argument("--replan", type=float, default=0.04, help="MPC re-plan period, s (default 0.04)")
+    parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sim-dt", type=float, default=None,
+                        help="simulation step bound in s (default 2e-3 MuJoCo, 1e-3 Newton)")
+    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
+    parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
+    parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="adam: optimisation wall-time cap in s (default 150 on CPU unless --iterations)")
+    parser.add_argument("--window", type=float, default=0.5,
+                        help="adam: optimisation window in s (default 0.5); 0 = the whole clip at once (paper)")
+    parser.add_argument("--lr", type=float, default=0.02, help="adam: learning rate (rad)")
+    parser.add_argument("--no-inverse-dynamics", action="store_true",
+                        help="nominal targets without the reference's inverse-dynamics torques (q_ref + kd/kp qd_ref)")
+    parser.add_argument("--feedforward-ok", type=float, default=None,
+                        help="skip the MPC when the feedforward replay tracks upright within this link error in m "
+                             "(default 0.02; 0 always runs the MPC)")
+    parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
+
+
+def run(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
+                          samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
+                          horizon_s=args.horizon, replan_s=args.replan, contact_mu=args.mu, seed=args.seed,
+                          sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
+                          time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
+                          lr=args.lr, inverse_dynamics=not args.no_inverse_dynamics,
+                          feedforward_ok_m=args.feedforward_ok)
+    print(f"tracked -> {run.file(TRACKED)} ({metrics['method']} on {metrics['engine']}, "
+          f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
+    print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
+    for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
+                "foot_skate_mps", "penetration_m", "contact_schedule_match", "max_tilt_deg",
+                "torque_saturation_frac", "fell"):
+        if key not in metrics:
+            continue
+        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
+    if metrics["fell"]:
+        print(fall_warning(metrics))
+    return 0
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.4f}" if isinstance(value, float) else value

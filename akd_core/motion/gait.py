@@ -1,0 +1,968 @@
+"""Procedural gait library: a GaitSpec and a robot's legs -> a reference Motion (``akd gait``).
+
+Pipeline of :func:`generate_gait`:
+
+1. **Stance pose.** From the zero pose (legs straight, feet under the hips) the body is lowered by about
+   a fifth of the leg length (more or less, so the joints keep room from their limits) and the leg joints
+   are solved by IK, trying both knee-bend directions per leg and keeping the one farther from the limits.
+   Each foot's contact point is re-measured in this pose
+   (for a spherical foot: the sphere's bottom).
+2. **Body path.** Speed ``v`` along ``direction`` (body frame) and yaw rate ``turn_rate`` are ramped in
+   smoothly over ``ramp_time`` and integrated (heading first), so the body follows a straight line, an arc
+   or stays in place. Gaits with flight phases add a vertical oscillation in antiphase with the number of
+   feet on the ground (up in flight, down in stance). Biped walks then shift the root horizontally (after IK,
+   iterating) so the whole-body CoM follows a cart-table pendulum whose ZMP tracks the stance feet
+   (:mod:`akd_core.motion.zmp` preview control, :func:`_balance_biped`); feet, height and yaw stay as planned.
+3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
+   stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
+   composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
+   next foothold along a cubic Hermite curve (it lifts off with the body's velocity, so it never overshoots
+   the rear end of its reach, and touches down with zero velocity: no slip) and lifts by ``step_height``
+   on a raised cosine.
+4. **IK.** All frames at once (torch, float64): damped least squares (Levenberg-Marquardt) on the contact
+   points, with analytic Jacobians from the FK link poses, a weak pull to the stance pose for redundancy,
+   projection onto the joint limits after every step. Legs with >= 4 joints also keep the foot's stance
+   orientation (flat box soles do not dig in).
+5. **Checks.** IK error, joint limits and joint velocities are measured; if the URDF velocity limits are
+   exceeded the speed and frequency are lowered (with a warning) until they hold.
+
+Patterns (phase of each leg label, duty factor, Froude range Fr = v^2 / (g L) for slow .. fast):
+quadruped walk, crawl, trot, pace, bound, gallop, pronk; biped walk, run, hop; hexapod tripod, wave;
+any other number of legs: wave (one leg at a time, back to front).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from akd_core.io.errors import ConfigError, MotionError
+from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.legs import Leg, contact_point, find_legs
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import yaw_matrix, yaw_quat
+from akd_core.motion.clip import Motion
+from akd_core.motion.feasibility import centroidal_wrench, feasibility_summary
+from akd_core.motion.metrics import geometry_points
+from akd_core.motion.zmp import preview_com, zmp_reference
+
+log = logging.getLogger("akd.gait")
+
+GRAVITY = 9.81
+MAX_FROUDE = 3.0  # faster than this no legged gait is kinematically plausible
+CROUCHES = (0.2, 0.15, 0.25, 0.1, 0.3)  # stance body lowering, in leg lengths, preferred first
+MIN_MARGIN = 0.15  # of each leg joint's range, kept free in the stance pose (room for the stride)
+MIN_ROOM = 0.5  # leg lengths: the fore-aft range every foot should reach on the ground from the stance pose
+MAX_SWEEP = 0.6  # a foot's travel relative to the hip during one stance, in leg lengths
+STRIDE_USE = 0.7  # fraction of a foot's reachable fore-aft range that one stance may sweep
+IK_TOLERANCE = 1e-5  # m
+VELOCITY_MARGIN = 0.95  # aim below the velocity limit when slowing a gait down
+TRACKING_VELOCITY_RATIO = 0.75  # reference clips for tracking: headroom for PD targets that lead the reference
+IK_ACCEPT = 5e-3  # m: a clip whose feet miss their targets by more is regenerated slower
+IK_ACCEPT_BALANCED = 1e-3  # m, the same for biped walks balanced by preview control (their legs work nearer the
+# limits: a miss of a few mm is a sole corner digging in at lift-off)
+MAX_ATTEMPTS = 8
+# Feet that cannot reach a stride first get quicker, shorter steps at the asked speed (a person walking faster
+# raises the cadence too), up to this multiple of the gait's own cadence; only then does the gait slow down.
+MAX_CADENCE_GAIN = 1.6
+COP_ACCEPT = 0.95  # a balanced biped walk with quicker steps must keep its CoP inside the support this often
+ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.motion.zmp); False = the level body path
+ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
+ZMP_PREVIEW = 1.6  # s, preview horizon
+ZMP_PREROLL = 2.0  # s of stepping in place simulated before the clip, so the clip starts on a settled sway
+ZMP_ITERATIONS = 2  # root-shift / IK fixed-point iterations
+ZMP_CORRECTIONS = 1  # second-stage preview corrections from the multibody ZMP (Kajita 2003)
+ZMP_SOLE_USE = 0.5  # how far toward its sole's edge (heel/toe/inner) the ZMP reference may move
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A gait pattern: leg phases by label, duty factor, Froude range (slow, fast), bounce, step height."""
+
+    legs: int  # number of legs it is made for (0: any)
+    phases: dict[str, float]
+    duty_factor: float
+    froude: tuple[float, float]
+    bounce: float = 0.005  # vertical body oscillation amplitude, in leg lengths
+    step_height: float = 0.12  # in leg lengths
+    flight: bool = False
+
+
+_QUAD_WALK = {"LH": 0.0, "LF": 0.25, "RH": 0.5, "RF": 0.75}
+PATTERNS: dict[str, Pattern] = {
+    "walk": Pattern(4, _QUAD_WALK, 0.75, (0.03, 0.25)),
+    "crawl": Pattern(4, _QUAD_WALK, 0.85, (0.01, 0.06), step_height=0.1),
+    "trot": Pattern(4, {"LF": 0.0, "RH": 0.0, "RF": 0.5, "LH": 0.5}, 0.55, (0.2, 0.8), bounce=0.01),
+    "pace": Pattern(4, {"LF": 0.0, "LH": 0.0, "RF": 0.5, "RH": 0.5}, 0.55, (0.2, 0.8), bounce=0.01),
+    "bound": Pattern(4, {"LF": 0.0, "RF": 0.0, "LH": 0.5, "RH": 0.5}, 0.4, (0.3, 1.2), bounce=0.03, flight=True),
+    "gallop": Pattern(4, {"LH": 0.0, "RH": 0.1, "LF": 0.5, "RF": 0.6}, 0.35, (0.6, 2.0), bounce=0.03,
+                      flight=True),
+    "pronk": Pattern(4, {"LF": 0.0, "RF": 0.0, "LH": 0.0, "RH": 0.0}, 0.45, (0.05, 0.4), bounce=0.04,
+                     step_height=0.1, flight=True),
+    "biped_walk": Pattern(2, {"L": 0.0, "R": 0.5}, 0.6, (0.03, 0.25), step_height=0.08),
+    "run": Pattern(2, {"L": 0.0, "R": 0.5}, 0.38, (0.3, 1.2), bounce=0.03, step_height=0.08, flight=True),
+    "hop": Pattern(2, {"L": 0.0, "R": 0.0}, 0.45, (0.02, 0.3), bounce=0.04, step_height=0.08, flight=True),
+    "tripod": Pattern(6, {"LF": 0.0, "RM": 0.0, "LR": 0.0, "RF": 0.5, "LM": 0.5, "RR": 0.5}, 0.55, (0.02, 0.3)),
+    "wave": Pattern(6, {"LR": 0.0, "LM": 1 / 6, "LF": 2 / 6, "RR": 3 / 6, "RM": 4 / 6, "RF": 5 / 6}, 0.8,
+                    (0.005, 0.06), step_height=0.1),
+}
+# the patterns a prompt may ask for, per number of legs (the first is the default)
+PATTERNS_BY_LEGS: dict[int, tuple[str, ...]] = {
+    4: ("trot", "walk", "crawl", "pace", "bound", "gallop", "pronk"),
+    2: ("walk", "run", "hop"),
+    6: ("tripod", "wave"),
+}
+
+
+@dataclass
+class GaitSpec:
+    """What to generate. ``None`` fields are filled by :func:`resolve_spec` from the robot and pattern.
+
+    pattern: a key of PATTERNS_BY_LEGS for the robot's leg count (biped "walk" means biped_walk);
+    speed m/s >= 0 along ``direction`` (rad, body frame: 0 forward, pi backward, pi/2 left);
+    turn_rate rad/s (+ = left); frequency Hz (gait cycles per second); duty_factor (stance fraction);
+    step_length m (stride = speed / frequency; informational, filled in); step_height m (swing lift);
+    body_height m (root height in stance); phase_offsets {leg label: cycle fraction}; bounce m (vertical
+    body oscillation amplitude); ramp_time s (speed and turn rate ramp in from rest).
+    """
+
+    pattern: str = "trot"
+    speed: float = 0.0
+    direction: float = 0.0
+    turn_rate: float = 0.0
+    frequency: float | None = None
+    duty_factor: float | None = None
+    step_length: float | None = None
+    step_height: float | None = None
+    body_height: float | None = None
+    phase_offsets: dict[str, float] | None = None
+    bounce: float | None = None
+    ramp_time: float = 0.5
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def slowed_to(self, cadence: float, natural: float) -> GaitSpec:
+        """The same gait played slower: a spec whose cadence ``natural`` Hz (what it resolves to) is above
+        ``cadence`` steps at ``cadence``, with speed and turn rate scaled by the same factor (same step length and
+        path shape, a time-stretch). Unchanged when ``natural <= cadence``."""
+        if natural <= cadence:
+            return self
+        k = cadence / natural
+        return dataclasses.replace(self, speed=self.speed * k, turn_rate=self.turn_rate * k, frequency=cadence,
+                                   step_length=None, notes=list(self.notes))
+
+
+# ----------------------------------------------------------------------------- robot geometry
+@dataclass
+class Stance:
+    """The robot's standing configuration for gaits (root at (0, 0, body_height), identity orientation)."""
+
+    joint_pos: np.ndarray  # (J,)
+    body_height: float
+    leg_length: float
+    feet_body: np.ndarray  # (K, 3) nominal contact points relative to the root (z = -body_height)
+    foot_rot: np.ndarray  # (K, 3, 3) foot link orientations in stance
+    legs: list[Leg]  # with contact points measured in this pose
+    centres: np.ndarray  # (K, 3) sphere centres of spherical feet in the foot frames (= contact point otherwise)
+    stride_room: float  # m, the smallest fore-aft range a foot can reach on the ground from this pose
+
+
+class _LegIK:
+    """Task-priority damped least squares IK of the feet for given root poses, all frames and legs at once.
+
+    Priority 1: contact points on their targets (3 rows per foot); 2: foot orientations (3 rows per foot,
+    in the null space of 1: only legs with spare joints keep their soles flat); 3: stay near a reference
+    posture (null space of 1 and 2). Legs are independent once the root pose is given, so every matrix is
+    per leg (at most a few joints): (F, K, rows, n). Steps are projected onto the joint limits.
+    """
+
+    def __init__(self, robot: Robot, legs: Sequence[Leg]):
+        self.fk = ForwardKinematics(robot).double()
+        self.foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
+        self.num_dofs = robot.num_dofs
+        dof = {n: i for i, n in enumerate(robot.joint_names)}
+        joints = {j.name: j for j in robot.joints}
+        width = max(len(leg.joint_names) for leg in legs)
+        index = np.zeros((len(legs), width), dtype=np.int64)
+        valid = np.zeros((len(legs), width))
+        child = np.zeros((len(legs), width), dtype=np.int64)
+        axis = np.zeros((len(legs), width, 3))
+        prismatic = np.zeros((len(legs), width), dtype=bool)
+        for k, leg in enumerate(legs):
+            for n, name in enumerate(leg.joint_names):
+                index[k, n], valid[k, n] = dof[name], 1.0
+                child[k, n] = robot.link_index(joints[name].child)
+                axis[k, n] = joints[name].axis
+                prismatic[k, n] = joints[name].type == "prismatic"
+        self.dof_index, self.valid = torch.as_tensor(index), torch.as_tensor(valid)  # (K, n)
+        self.child_idx, self.axis = torch.as_tensor(child), torch.as_tensor(axis)  # (K, n), (K, n, 3)
+        self.prismatic = torch.as_tensor(prismatic)[..., None]  # (K, n, 1)
+        # legs with spare joints keep their feet's orientation (flat soles); 3-joint legs only place the foot
+        self.orient_legs = torch.as_tensor([float(len(leg.joint_names) > 3) for leg in legs], dtype=torch.float64)
+        self.lower = torch.as_tensor(robot.lower, dtype=torch.float64).clamp(min=-1e3)
+        self.upper = torch.as_tensor(robot.upper, dtype=torch.float64).clamp(max=1e3)
+
+    def feet(self, root_pos: torch.Tensor, root_quat: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor):
+        link_pos, link_rot = self.fk(root_pos, root_quat, q)
+        pts = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, offsets)
+        return link_pos, link_rot, pts
+
+    def solve(self, root_pos: np.ndarray, root_quat: np.ndarray, q_init: np.ndarray, q_ref: np.ndarray,
+              offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray | None = None,
+              centres: np.ndarray | None = None, radius: np.ndarray | None = None,
+              iterations: int = 100, damping: float = 1e-6) -> tuple[np.ndarray, float]:
+        """Joint angles putting each foot's contact point on its target.
+
+        root_pos (F,3), root_quat (F,4), q_init (F,J), q_ref (J,), offsets (K,3) contact points in the foot
+        frames, targets (F,K,3), target_rot (F,K,3,3) or None. Spherical feet (centres (K,3) in the foot
+        frames, radius (K,)): the contact point's x, y and the sphere centre's height (target z + radius) are
+        solved for, so a rolling sphere neither slides nor sinks. Returns joint_pos (F,J) within the limits and
+        the max target error (m).
+        """
+        t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+        root_pos, root_quat, q, q_ref = t(root_pos), t(root_quat), t(q_init).clone(), t(q_ref)
+        offsets, targets = t(offsets), t(targets)
+        centres = offsets if centres is None else t(centres)
+        lift = torch.zeros(len(offsets), dtype=torch.float64) if radius is None else t(radius)
+        target_rot = None if target_rot is None else t(target_rot)
+        with torch.no_grad():
+            lower, upper = self.lower[self.dof_index], self.upper[self.dof_index]  # (K, n)
+            active = torch.arange(q.shape[0])  # frames still moving
+            for _ in range(iterations):
+                if len(active) == 0:
+                    break
+                q_act = q[active]
+                link_pos, link_rot, e_pos, jp = self._position_task(root_pos[active], root_quat[active], q_act,
+                                                                    offsets, centres, targets[active], lift)
+                jr = e_rot = None
+                if target_rot is not None:
+                    rot = link_rot[:, self.foot_idx]  # (F, K, 3, 3)
+                    e_rot = 0.5 * torch.cross(rot, target_rot[active], dim=-2).sum(-1)  # (F, K, 3) rotation vector
+                    jr = self._jacobians(link_pos, link_rot, None)[1]  # (F, K, 3, n)
+                q_leg = q_act[:, self.dof_index]  # (F, K, n)
+                posture = (q_ref - q_act)[:, self.dof_index] * self.valid
+                # active set: a joint at a limit that the step pushes further out is taken out of the tasks,
+                # so the other joints of the leg do the work (one re-solve per iteration is enough here)
+                free = self.valid.expand_as(q_leg)
+                for _ in range(2):
+                    step, step_pos = self._priority_step(jp, e_pos, jr, e_rot, posture, free, damping)
+                    # blocked: at a limit, pushed outward, and not wanted back inward by the position task
+                    # (orientation alone must not lock a joint the feet need)
+                    at_lo, at_hi = q_leg <= lower + 1e-9, q_leg >= upper - 1e-9
+                    blocked = (at_lo & (step < 0) & (step_pos <= 0)) | (at_hi & (step > 0) & (step_pos >= 0))
+                    if not bool(blocked.any()):
+                        break
+                    free = free * (~blocked)
+                step = step * free
+                biggest = step.abs().amax(-1, keepdim=True)  # per leg: one stuck leg must not slow the others
+                step = step * torch.clamp(0.3 / (biggest + 1e-12), max=1.0)
+                full = torch.zeros_like(q_act).index_add_(1, self.dof_index.flatten(), step.flatten(1))
+                q_new = torch.minimum(torch.maximum(q_act + full, self.lower), self.upper)
+                moved = (q_new - q_act).abs().amax(-1)
+                q[active] = q_new
+                active = active[moved > 1e-8]
+            e_pos = self._position_task(root_pos, root_quat, q, offsets, centres, targets, lift)[2]
+            self.frame_errors = e_pos.norm(dim=-1).amax(-1).numpy()  # (F,) of the last solve
+        return q.numpy(), float(self.frame_errors.max(initial=0.0))
+
+    def _priority_step(self, jp: torch.Tensor, e_pos: torch.Tensor, jr: torch.Tensor | None,
+                       e_rot: torch.Tensor | None, posture: torch.Tensor, free: torch.Tensor,
+                       damping: float) -> torch.Tensor:
+        """One task-priority step (F, K, n): position, then orientation, then posture, using ``free`` joints.
+
+        Returns the step and its position-task part (both (F, K, n))."""
+        cols = free[..., None, :]  # (F, K, 1, n)
+        jp = jp * cols
+        eye = torch.eye(jp.shape[-1], dtype=jp.dtype)
+        pinv_p = _damped_pinv(jp, damping)  # (F, K, n, 3)
+        step = step_pos = (pinv_p @ e_pos[..., None]).squeeze(-1)
+        null = eye - pinv_p @ jp  # (F, K, n, n)
+        if jr is not None and e_rot is not None:
+            jr = jr * cols
+            jr_null = jr @ null
+            # strong damping: directions the position task leaves only through its own damping residue
+            # (a 3-joint leg has no real null space) must not fight it
+            pinv_r = _damped_pinv(jr_null, 1e-2) * self.orient_legs[:, None, None]
+            step = step + (pinv_r @ (e_rot - (jr @ step[..., None]).squeeze(-1))[..., None]).squeeze(-1)
+            null = null - pinv_r @ jr_null
+        return step + 0.1 * (null @ (posture * free)[..., None]).squeeze(-1), step_pos
+
+    def _position_task(self, root_pos, root_quat, q, offsets, centres, targets, lift):
+        """Contact-point x, y and centre z errors (F,K,3) and their Jacobian (F,K,3,n), with the link poses."""
+        link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
+        ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
+        e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]], -1)
+        jac_pts = self._jacobians(link_pos, link_rot, pts)[0]
+        jac_ctr = self._jacobians(link_pos, link_rot, ctr)[0]
+        return link_pos, link_rot, e_pos, torch.cat([jac_pts[:, :, :2], jac_ctr[:, :, 2:]], 2)
+
+    def _jacobians(self, link_pos: torch.Tensor, link_rot: torch.Tensor, pts: torch.Tensor | None):
+        """d(point)/dq and d(foot orientation)/dq per leg, each (F, K, 3, n); pts (F,K,3) or None (foot origins)."""
+        rot = link_rot[:, self.child_idx]  # (F, K, n, 3, 3)
+        axis_world = (rot @ self.axis[None, ..., None]).squeeze(-1)  # (F, K, n, 3)
+        origin = link_pos[:, self.child_idx]  # (F, K, n, 3)
+        if pts is None:
+            pts = link_pos[:, self.foot_idx]
+        lever = pts[:, :, None, :] - origin
+        lin = torch.where(self.prismatic, axis_world, torch.cross(axis_world, lever, dim=-1))
+        ang = torch.where(self.prismatic, torch.zeros_like(axis_world), axis_world)
+        m = self.valid[None, :, :, None]
+        return (lin * m).transpose(-1, -2), (ang * m).transpose(-1, -2)
+
+
+def _damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
+    """Damped pseudo-inverse J^T (J J^T + damping I)^-1 of a batch (..., 3, n) -> (..., n, 3)."""
+    gram = jac @ jac.transpose(-1, -2) + damping * torch.eye(3, dtype=jac.dtype)
+    return jac.transpose(-1, -2) @ _inverse3(gram)
+
+
+def _inverse3(m: torch.Tensor) -> torch.Tensor:
+    """Closed-form inverse of a batch of 3x3 matrices (..., 3, 3) (much faster than batched LU at this size)."""
+    a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
+    d, e, f = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
+    g, h, i = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
+    co = torch.stack([e * i - f * h, c * h - b * i, b * f - c * e,
+                      f * g - d * i, a * i - c * g, c * d - a * f,
+                      d * h - e * g, b * g - a * h, a * e - b * d], -1).reshape(m.shape)
+    det = a * co[..., 0, 0] + b * co[..., 1, 0] + c * co[..., 2, 0]
+    return co / det[..., None, None]
+
+
+def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
+    """Dof indices of the leg joints whose axis at rest is mostly lateral (knee-like), root side first."""
+    joints = {j.name: j for j in robot.joints}
+    out = []
+    for name in leg.joint_names:
+        joint = joints[name]
+        axis_world = rot0[robot.link_index(joint.child)] @ joint.axis
+        if abs(axis_world[1]) > 0.7:
+            out.append(robot.joint_names.index(name))
+    return out
+
+
+def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = None) -> Stance:
+    """The standing configuration the gaits start from (see the module docstring, step 1).
+
+    Candidate crouches (CROUCHES, in leg lengths, preferred first) x both knee-bend directions are solved in
+    one batch; per leg the better bend is kept, and the first crouch whose legs all stay MIN_MARGIN (of each
+    joint's range) away from their limits wins (else the one with the largest margin).
+    """
+    ik = _LegIK(robot, legs)
+    zero = np.zeros(robot.num_dofs)
+    quat0 = np.array([[0.0, 0.0, 0.0, 1.0]])
+    offsets = np.array([leg.foot_offset for leg in legs])
+    link_pos, link_rot, pts = (a[0].numpy() for a in ik.feet(torch.zeros(1, 3, dtype=torch.float64),
+                                                              torch.as_tensor(quat0), torch.as_tensor(zero[None]),
+                                                              torch.as_tensor(offsets)))
+    hips = np.array([link_pos[robot.link_index(leg.hip_link)] for leg in legs])
+    leg_length = float(np.mean(hips[:, 2] - pts[:, 2]))
+    if leg_length <= 1e-3:
+        raise MotionError(f"robot '{robot.name}': the feet {[leg.foot_link for leg in legs]} are not below their "
+                          "hips in the zero pose; pass the right foot links with --feet LINK,...")
+    rest_height = float(-pts[:, 2].min())
+    heights = [rest_height - c * leg_length for c in CROUCHES] if body_height is None else [float(body_height)]
+    if not all(0.05 * leg_length < h <= rest_height + 1e-6 for h in heights):
+        raise ConfigError(f"body_height {heights[0]:.3f} m is outside (0, {rest_height:.3f}] m, the range robot "
+                          f"'{robot.name}' can stand at; choose a lower body height")
+    feet_body = pts.copy()
+    feet_body[:, 2] = 0.0  # on the ground below the zero-pose feet; z is set per height below
+    foot_rot0 = link_rot[[robot.link_index(leg.foot_link) for leg in legs]]
+    bends = [_initial_bend(robot, legs, link_rot, sign) for sign in (1.0, -1.0)]
+    cand_h = np.repeat(heights, len(bends))  # (C,)
+    q0 = np.tile(np.array(bends), (len(heights), 1))  # (C, J)
+    root = np.c_[np.zeros((len(cand_h), 2)), cand_h]
+    quat = np.tile(quat0, (len(cand_h), 1))
+    targets = np.tile(feet_body, (len(cand_h), 1, 1))
+    rots = np.tile(foot_rot0, (len(cand_h), 1, 1, 1))
+    q, _ = ik.solve(root, quat, q0, zero, offsets, targets, rots, iterations=80)
+    q = q.reshape(len(heights), len(bends), -1)
+    reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q.reshape(len(cand_h), -1)),
+                      torch.as_tensor(offsets))[2].numpy()
+    error = np.linalg.norm(reached - targets, axis=-1).reshape(len(heights), len(bends), -1)
+    picked = [_pick_bends(robot, legs, q[h], error[h]) for h in range(len(heights))]
+    poses = np.array([p[0] for p in picked])  # (H, J)
+    # centre each foot in the fore-aft range it can reach at each height (limits can make it lopsided)
+    shifts, rooms = _reach_intervals(ik, heights, poses, offsets, feet_body, foot_rot0, leg_length)
+    scores = [min(margin / MIN_MARGIN, room / (MIN_ROOM * leg_length)) for (_, margin), room in zip(picked, rooms)]
+    best = next((h for h, score in enumerate(scores) if score >= 1.0), int(np.argmax(scores)))
+    height, best_q = heights[best], poses[best]
+    feet_body[:, 0] += shifts[best]
+    root = np.array([[0.0, 0.0, height]])
+    best_q = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot0[None],
+                      iterations=200)[0][0]
+    # contact points re-measured in the stance pose (a sphere rolls to a new bottom point), then re-solved
+    fk_pos, fk_rot, _ = (a[0].numpy() for a in ik.feet(torch.as_tensor(root), torch.as_tensor(quat0),
+                                                        torch.as_tensor(best_q[None]), torch.as_tensor(offsets)))
+    new_legs = []
+    for leg in legs:
+        offset, radius = contact_point(robot, leg.foot_link, fk_pos, fk_rot)
+        new_legs.append(dataclasses.replace(leg, foot_offset=offset, contact_radius=radius))
+    offsets = np.array([leg.foot_offset for leg in new_legs])
+    foot_rot = fk_rot[[robot.link_index(leg.foot_link) for leg in legs]]
+    radius = np.array([leg.contact_radius for leg in new_legs])
+    centres = offsets + radius[:, None] * np.einsum("kji,j->ki", foot_rot, np.array([0.0, 0.0, 1.0]))
+    q_final, err = ik.solve(root, quat0, best_q[None], best_q, offsets, feet_body[None], foot_rot[None],
+                            centres=centres, radius=radius, iterations=200)
+    if err > 1e-3:
+        leg_joints = [n for leg in legs for n in leg.joint_names]
+        index = {n: i for i, n in enumerate(robot.joint_names)}
+        locked = [n for n in leg_joints if robot.upper[index[n]] <= robot.lower[index[n]]]
+        hint = (f"; leg joints {locked} have lower == upper in the URDF (locked): give them their real range"
+                if locked else "")
+        raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
+                          f"the ground at body height {height:.3f} m (IK error {err * 1000:.1f} mm within the "
+                          f"joint limits); check the foot links (--feet) or the URDF joint limits{hint}")
+    return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
+                  feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
+                  centres=centres, stride_room=float(rooms[best]))
+
+
+def _foot_errors(ik: _LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
+                 targets: np.ndarray) -> np.ndarray:
+    """Distance (F,K) of each contact point from its target."""
+    reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q), torch.as_tensor(offsets))[2]
+    return np.linalg.norm(reached.numpy() - targets, axis=-1)
+
+
+def _reach_intervals(ik: _LegIK, heights: Sequence[float], poses: np.ndarray, offsets: np.ndarray,
+                     feet_body: np.ndarray, foot_rot: np.ndarray, leg_length: float) -> tuple[np.ndarray, np.ndarray]:
+    """For stance candidates at ``heights`` (H,) with joint poses (H,J): the fore-aft shift (H,K) that centres
+    each foot in the range it can reach on the ground, and the narrowest range (H,) over the legs (m; probed by
+    IK at offsets of up to half a leg length, all candidates in one batch)."""
+    probes = np.linspace(-0.5, 0.5, 21) * leg_length
+    num_h, num_p, num_k = len(heights), len(probes), len(feet_body)
+    targets = np.tile(feet_body, (num_h, num_p, 1, 1))  # (H, P, K, 3)
+    targets[..., 0] += probes[None, :, None]
+    targets = targets.reshape(num_h * num_p, num_k, 3)
+    root = np.c_[np.zeros((num_h * num_p, 2)), np.repeat(heights, num_p)]
+    quat = np.tile([[0.0, 0.0, 0.0, 1.0]], (num_h * num_p, 1))
+    q_init = np.repeat(poses, num_p, axis=0)
+    q, _ = ik.solve(root, quat, q_init, poses[0], offsets, targets, np.tile(foot_rot, (num_h * num_p, 1, 1, 1)),
+                    iterations=50)
+    ok = (_foot_errors(ik, root, quat, q, offsets, targets) < 1e-3).reshape(num_h, num_p, num_k)
+    centre = num_p // 2
+    shifts, rooms = np.zeros((num_h, num_k)), np.zeros(num_h)
+    for h in range(num_h):
+        width = np.inf
+        for k in range(num_k):
+            if not ok[h, centre, k]:
+                width = 0.0
+                continue
+            lo = hi = centre
+            while lo > 0 and ok[h, lo - 1, k]:
+                lo -= 1
+            while hi < num_p - 1 and ok[h, hi + 1, k]:
+                hi += 1
+            shifts[h, k] = float(np.clip((probes[lo] + probes[hi]) / 2, -0.15 * leg_length, 0.15 * leg_length))
+            width = min(width, float(probes[hi] - probes[lo]))
+        rooms[h] = width
+    return shifts, rooms
+
+
+def _initial_bend(robot: Robot, legs: Sequence[Leg], rot0: np.ndarray, sign: float) -> np.ndarray:
+    """A bent-knee start for IK: knee-like joints at sign * (+a, -2a, ..., +a), clipped into the limits."""
+    q0 = np.zeros(robot.num_dofs)
+    for leg in legs:
+        pitch = _pitch_dofs(robot, leg, rot0)
+        # hip +a, knee -2a, ankle +a (alternating signs keep the foot under the hip)
+        magnitudes = [0.4] + [0.8] * max(len(pitch) - 2, 0) + ([0.4] if len(pitch) > 2 else [0.8])
+        for n, d in enumerate(pitch):
+            q0[d] = sign * magnitudes[n] * (1 if n % 2 == 0 else -1)
+    return np.clip(q0, robot.lower, robot.upper)
+
+
+def _pick_bends(robot: Robot, legs: Sequence[Leg], candidates: np.ndarray, error: np.ndarray) -> tuple[np.ndarray,
+                                                                                                      float]:
+    """Per leg, the candidate (B,J) with a contact error (B,K) below 1 mm and the largest joint-limit margin.
+
+    Returns the combined pose (J,) and its worst leg margin (fraction of a joint's range; -1 if a leg fails).
+    """
+    dof = {n: i for i, n in enumerate(robot.joint_names)}
+    span = robot.upper - robot.lower
+    finite = np.isfinite(span) & (span > 0)  # a joint locked by its limits (lower == upper) has no margin to keep
+    margins = np.where(finite, np.minimum(candidates - robot.lower, robot.upper - candidates)
+                       / np.where(finite, span, 1.0), 0.5)  # (B, J)
+    q_out = candidates[0].copy()
+    worst = np.inf
+    for k, leg in enumerate(legs):
+        idx = [dof[n] for n in leg.joint_names]
+        scores = [margins[b, idx].min() if error[b, k] < 1e-3 else -1.0 for b in range(len(candidates))]
+        best = int(np.argmax(scores))
+        q_out[idx] = candidates[best, idx]
+        worst = min(worst, scores[best])
+    return q_out, float(worst)
+
+
+# ----------------------------------------------------------------------------- spec resolution
+def pattern_key(pattern: str, num_legs: int) -> str:
+    """The PATTERNS key of ``pattern`` for a robot with ``num_legs`` legs (ConfigError if it does not apply)."""
+    allowed = PATTERNS_BY_LEGS.get(num_legs, ("wave",))
+    if pattern not in allowed:
+        raise ConfigError(f"gait pattern {pattern!r} does not apply to a robot with {num_legs} legs; "
+                          f"choose one of {list(allowed)}")
+    if num_legs == 2 and pattern == "walk":
+        return "biped_walk"
+    return pattern
+
+
+def phase_offsets(pattern: str, legs: Sequence[Leg]) -> dict[str, float]:
+    """Cycle phase of each leg label for ``pattern`` (a generic back-to-front wave for unusual leg counts)."""
+    key = pattern_key(pattern, len(legs))
+    table = PATTERNS[key]
+    labels = [leg.label for leg in legs]
+    if table.legs == len(legs) and all(lab in table.phases for lab in labels):
+        return {lab: table.phases[lab] for lab in labels}
+    # wave: one leg after the other, left side rear to front, then the right side
+    order = sorted(range(len(legs)), key=lambda i: (legs[i].side != "left", legs[i].side == "center",
+                                                    -_rank_from_rear(legs, i)))
+    return {legs[i].label or legs[i].foot_link: n / len(legs) for n, i in enumerate(order)}
+
+
+def _rank_from_rear(legs: Sequence[Leg], i: int) -> int:
+    same = [j for j in range(len(legs)) if legs[j].side == legs[i].side]
+    return -same.index(i)
+
+
+def froude_speed(froude: float, leg_length: float) -> float:
+    """Speed (m/s) of Froude number Fr = v^2 / (g L)."""
+    return math.sqrt(max(froude, 0.0) * GRAVITY * leg_length)
+
+
+def speed_for_level(pattern: str, legs: Sequence[Leg], leg_length: float, level: float) -> float:
+    """Speed at ``level`` in [0, 1] of the pattern's Froude range (0 slow, 0.5 normal, 1 fast)."""
+    lo, hi = PATTERNS[pattern_key(pattern, len(legs))].froude
+    froude = lo * (hi / lo) ** float(np.clip(level, 0.0, 1.0))  # geometric: Froude spans a decade
+    return froude_speed(froude, leg_length)
+
+
+def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpec:
+    """A copy of ``spec`` with every ``None`` filled in from the pattern table and the robot's size."""
+    key = pattern_key(spec.pattern, len(legs))
+    table = PATTERNS[key]
+    length = stance.leg_length
+    if not np.isfinite(spec.speed) or spec.speed < 0:
+        raise ConfigError(f"gait speed must be a number >= 0 m/s (use direction=pi to walk backward), "
+                          f"got {spec.speed}")
+    froude = spec.speed ** 2 / (GRAVITY * length)
+    if froude > MAX_FROUDE:
+        raise ConfigError(
+            f"speed {spec.speed:.2f} m/s is impossible for legs {length:.2f} m long: Froude number "
+            f"{froude:.1f} > {MAX_FROUDE} (the fastest animals gallop at about 3); use at most "
+            f"{froude_speed(MAX_FROUDE, length):.2f} m/s")
+    if not np.isfinite(spec.turn_rate):
+        raise ConfigError(f"turn_rate must be a finite number of rad/s, got {spec.turn_rate}")
+    duty = table.duty_factor if spec.duty_factor is None else float(spec.duty_factor)
+    if not 0.05 <= duty <= 0.95:
+        raise ConfigError(f"duty_factor must be in [0.05, 0.95], got {duty}")
+    reach = max(float(np.linalg.norm(stance.feet_body[:, :2], axis=-1).max()), 1e-3)
+    sweep_speed = spec.speed + abs(spec.turn_rate) * reach  # foot speed relative to the hip in stance
+    frequency = spec.frequency
+    if frequency is None:
+        natural = 0.25 * math.sqrt(GRAVITY / length)  # slow stepping, Hz (a pendulum-like cadence)
+        stride = length * 2.3 * max(froude, 1e-6) ** 0.3  # Alexander (1976): relative stride vs Froude
+        max_sweep = min(MAX_SWEEP * length, STRIDE_USE * stance.stride_room)
+        frequency = max(natural, spec.speed / stride, sweep_speed * duty / max_sweep)
+    if not np.isfinite(frequency) or frequency <= 0:
+        raise ConfigError(f"frequency must be a positive number of Hz, got {frequency}")
+    step_height = table.step_height * length if spec.step_height is None else float(spec.step_height)
+    bounce = table.bounce * length if spec.bounce is None else float(spec.bounce)
+    offsets = phase_offsets(spec.pattern, legs) if spec.phase_offsets is None else dict(spec.phase_offsets)
+    missing = [leg.label for leg in legs if leg.label not in offsets]
+    if missing:
+        raise ConfigError(f"phase_offsets lacks legs {missing}; give a phase for each of "
+                          f"{[leg.label for leg in legs]}")
+    return dataclasses.replace(spec, frequency=float(frequency), duty_factor=duty,
+                               step_length=float(spec.speed / frequency), step_height=step_height,
+                               body_height=stance.body_height, phase_offsets=offsets, bounce=bounce,
+                               notes=list(spec.notes))
+
+
+# ----------------------------------------------------------------------------- trajectories
+def _smoothstep(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3 - 2 * x)
+
+
+def body_path(spec: GaitSpec, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Root xy (T,2) and yaw (T,) at ``times`` (s, may be negative: the body rests before t = 0)."""
+    t0, t1 = min(float(times.min()), 0.0), float(times.max())
+    dense = np.linspace(t0, t1, max(int((t1 - t0) * 1000) + 2, 2))
+    ramp = _smoothstep(dense / spec.ramp_time) if spec.ramp_time > 0 else (dense >= 0).astype(float)
+    dt = np.diff(dense, prepend=dense[0])
+    yaw = np.cumsum(spec.turn_rate * ramp * dt)
+    heading = yaw + spec.direction
+    vel = spec.speed * ramp[:, None] * np.stack([np.cos(heading), np.sin(heading)], -1)
+    xy = np.cumsum(vel * dt[:, None], axis=0)
+    at = lambda a: np.stack([np.interp(times, dense, c) for c in np.atleast_2d(a.T)], -1)  # noqa: E731
+    return at(xy), at(yaw[:, None])[:, 0]
+
+
+def _bounce_profile(spec: GaitSpec, labels: Sequence[str]) -> np.ndarray:
+    """Vertical body offset over one cycle (256 samples, unit max), in antiphase with feet on the ground."""
+    phase = np.linspace(0.0, 1.0, 256, endpoint=False)
+    count = sum(((phase + spec.phase_offsets[lab]) % 1.0 < spec.duty_factor).astype(float) for lab in labels)
+    spectrum = np.fft.rfft(-(count - count.mean()))
+    spectrum[3:] = 0.0  # keep the first two harmonics: a smooth, ballistic-looking oscillation
+    profile = np.fft.irfft(spectrum, n=len(phase))
+    peak = np.abs(profile).max()
+    return profile / peak if peak > 1e-9 else profile
+
+
+def foot_targets(spec: GaitSpec, stance: Stance, times: np.ndarray) -> dict[str, np.ndarray]:
+    """Root and foot trajectories at ``times`` (F,).
+
+    Returns root_pos (F,3), yaw (F,), feet (F,K,3) contact-point targets, foot_yaw (F,K), contacts (F,K) bool.
+    """
+    legs = stance.legs
+    f, duty = spec.frequency, spec.duty_factor
+    frames, num = len(times), len(legs)
+    xy, yaw = body_path(spec, times)
+    ramp = _smoothstep(times / spec.ramp_time) if spec.ramp_time > 0 else np.ones_like(times)
+    profile = _bounce_profile(spec, [leg.label for leg in legs])
+    cycle_phase = (f * times) % 1.0
+    z = spec.body_height + spec.bounce * ramp * np.interp(cycle_phase, np.linspace(0, 1, 257)[:-1], profile,
+                                                          period=1.0)
+    root_pos = np.c_[xy, z]
+    feet = np.zeros((frames, num, 3))
+    foot_yaw = np.zeros((frames, num))
+    contacts = np.zeros((frames, num), dtype=bool)
+    for k, leg in enumerate(legs):
+        offset = spec.phase_offsets[leg.label]
+        cycles = np.arange(math.floor(f * times.min() + offset) - 2, math.ceil(f * times.max() + offset) + 2)
+        starts = (cycles - offset) / f  # stance start times
+        mids = starts + duty / (2 * f)
+        mid_xy, mid_yaw = body_path(spec, mids)
+        nominal = stance.feet_body[k, :2]
+        c, s = np.cos(mid_yaw), np.sin(mid_yaw)
+        holds = mid_xy + np.stack([c * nominal[0] - s * nominal[1], s * nominal[0] + c * nominal[1]], -1)
+        phase = f * times + offset
+        n = np.floor(phase).astype(int) - cycles[0]  # index of the current cycle
+        within = phase - np.floor(phase)
+        in_stance = within < duty
+        tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)  # swing progress
+        # Hermite: leaves with the body's velocity (the foot stops moving backward relative to the hip at
+        # once, so it never overshoots the rear end of its reach) and lands with zero velocity (no slip)
+        s_h = (tau ** 3 - 2 * tau ** 2 + tau) * (1 - duty) + tau * tau * (3 - 2 * tau)
+        a, b = holds[n], holds[np.minimum(n + 1, len(holds) - 1)]
+        ya, yb = mid_yaw[n], mid_yaw[np.minimum(n + 1, len(holds) - 1)]
+        feet[:, k, :2] = np.where(in_stance[:, None], a, a + (b - a) * s_h[:, None])
+        feet[:, k, 2] = np.where(in_stance, 0.0, spec.step_height * 0.5 * (1 - np.cos(2 * np.pi * tau)))
+        foot_yaw[:, k] = np.where(in_stance, ya, ya + (yb - ya) * s_h)
+        contacts[:, k] = in_stance
+    return {"root_pos": root_pos, "yaw": yaw, "feet": feet, "foot_yaw": foot_yaw, "contacts": contacts}
+
+
+# ----------------------------------------------------------------------------- generation
+@dataclass
+class GaitResult:
+    """A generated clip with the spec actually used and the IK/limit figures."""
+
+    motion: Motion
+    spec: GaitSpec
+    ik_error_m: float
+    joint_velocity_ratio: float
+
+
+def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
+                  legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True) -> Motion:
+    """A reference Motion of ``robot`` walking per ``spec`` (see the module docstring).
+
+    duration s, fps frames/s -> Motion with round(duration * fps) + 1 frames, foot_names / foot_offsets
+    (contact points in the foot links' frames) / foot_contacts (F,K) filled. With ``slow_down``, a clip that
+    would exceed a URDF velocity limit is regenerated slower (speed, turn rate and frequency scaled), and one
+    whose feet miss their IK targets by > 5 mm with shorter, lower steps, each with a logged warning and a
+    note in the resolved spec (see :func:`generate_gait_result`); without it (or if the velocity limit still
+    fails) MotionError names the joint.
+    """
+    return generate_gait_result(robot, spec, duration, fps, legs, prompt, slow_down).motion
+
+
+def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
+                         legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True,
+                         max_velocity_ratio: float = 1.0) -> GaitResult:
+    """:func:`generate_gait` returning the resolved spec and IK/velocity figures too.
+
+    ``max_velocity_ratio`` caps joint speed as a fraction of the URDF velocity limits (below 1 leaves headroom for
+    the PD targets of physics tracking, which must lead the reference and are themselves rate-limited)."""
+    if not np.isfinite(duration) or duration <= 0:
+        raise ConfigError(f"duration must be a positive number of seconds, got {duration}")
+    if not np.isfinite(fps) or fps <= 0:
+        raise ConfigError(f"fps must be a positive number, got {fps}")
+    legs = list(find_legs(robot) if legs is None else legs)
+    stance = stance_pose(robot, legs, spec.body_height)
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64)
+    finite = np.isfinite(limit) & (limit > 0)
+    current, notes = spec, list(spec.notes)
+    base_frequency, raised_from, cadence_done = None, None, False
+    for attempt in range(MAX_ATTEMPTS):
+        resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
+        base_frequency = base_frequency or resolved.frequency
+        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt)
+        vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
+        ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
+        ratio = float(ratios.max()) if ratios.size else 0.0
+        balanced = _balanced(resolved, stance)
+        accept = IK_ACCEPT_BALANCED if balanced else IK_ACCEPT
+        if ratio <= max_velocity_ratio and ik_error <= accept:
+            if not (balanced and raised_from is not None and attempt < MAX_ATTEMPTS - 1):
+                break
+
+            inside = feasibility_summary(robot, motion)["cop_inside_frac"]
+            if inside is None or inside >= COP_ACCEPT:
+                break
+            # quick steps of a balanced walk leave too little double support for the ZMP to cross between the feet:
+            # back to the gait's own cadence, a bit slower
+            notes.append(f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz: the "
+                         f"centre of pressure leaves the support polygon on {100 * (1 - inside):.0f} % of stance "
+                         f"frames: back to {raised_from:.2f} Hz, slowed down by 0.85")
+            log.warning(notes[-1])
+            current = dataclasses.replace(current, speed=resolved.speed * 0.85, turn_rate=resolved.turn_rate * 0.85,
+                                          frequency=raised_from)
+            raised_from, cadence_done = None, True
+            continue
+        if ratio > max_velocity_ratio:
+            worst = int(ratios.argmax())
+            message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
+                       f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
+                       f"allowed {max_velocity_ratio:.2f} x)")
+            fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
+            scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
+            frequency = resolved.frequency * scale
+            if raised_from is not None:  # the quicker steps were too quick: back to that cadence, a bit slower
+                scale, frequency, raised_from, cadence_done = 0.85, raised_from, None, True
+        else:
+            message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
+                       f"within the joint limits (IK error {ik_error * 1e3:.1f} mm)")
+            fix = "ask for a slower gait or a lower step height"
+            quicker = resolved.frequency / 0.85
+            if (spec.frequency is None and not cadence_done and quicker <= MAX_CADENCE_GAIN * base_frequency
+                    and attempt < MAX_ATTEMPTS - 1):
+                notes.append(f"{message}: strides shortened by 0.85 at the same speed ({quicker:.2f} Hz)")
+                log.warning(notes[-1])
+                raised_from = raised_from or resolved.frequency
+                current = dataclasses.replace(current, speed=resolved.speed, frequency=quicker)
+                continue
+            scale = 0.85  # shorter strides, lower steps
+            # a raised cadence is kept (the strides shrink with the speed); else the gait's own cadence for it
+            frequency = resolved.frequency if (raised_from is not None or cadence_done) else spec.frequency
+            current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
+        if not slow_down or attempt == MAX_ATTEMPTS - 1 or (resolved.speed == 0 and resolved.turn_rate == 0):
+            if ratio > max_velocity_ratio or not slow_down:
+                raise MotionError(f"{message}; {fix}")
+            log.warning("%s; keeping it", message)
+            notes.append(f"warning: {message}")
+            break
+        notes.append(f"{message}: slowed down by {scale:.2f}"
+                     + ("" if ratio > max_velocity_ratio else ", steps lowered by 0.70"))
+        log.warning(notes[-1])
+        current = dataclasses.replace(current, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
+                                      frequency=frequency)
+    return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
+
+
+def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
+           prompt: str) -> tuple[Motion, float]:
+    frames = int(round(duration * fps)) + 1
+    times = np.arange(frames) / fps
+    traj = foot_targets(spec, stance, times)
+    root_quat = yaw_quat(traj["yaw"])
+    target_rot = yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]  # (F, K, 3, 3)
+    ik = _LegIK(robot, stance.legs)
+    offsets = np.array([leg.foot_offset for leg in stance.legs])
+    q_init = np.tile(stance.joint_pos, (frames, 1))
+    radius = np.array([leg.contact_radius for leg in stance.legs])
+    targets = traj["feet"].copy()
+    joint_pos, error = ik.solve(traj["root_pos"], root_quat, q_init, stance.joint_pos, offsets, targets,
+                                target_rot, centres=stance.centres, radius=radius, iterations=150)
+    joint_pos, error = _repair_by_continuation(ik, traj["root_pos"], root_quat, joint_pos, stance, offsets, targets,
+                                               target_rot, radius)
+    if _balanced(spec, stance):
+        traj["root_pos"], joint_pos, error = _balance_biped(robot, spec, stance, ik, times, traj["root_pos"],
+                                                            root_quat, joint_pos, offsets, targets, target_rot,
+                                                            radius)
+    # a flat foot that tilts (a 3-joint leg cannot keep it level) would dig a corner in: raise its contact
+    # point by the corner's depth below it and solve again (x, y stay put, so stance feet still do not slide)
+    dip = _foot_dip(robot, stance.legs, traj["root_pos"], root_quat, joint_pos)  # (F, K)
+    if dip.max() > 1e-4:
+        targets[..., 2] += dip
+        joint_pos, error = ik.solve(traj["root_pos"], root_quat, joint_pos, stance.joint_pos, offsets, targets,
+                                    target_rot, centres=stance.centres, radius=radius, iterations=50)
+    motion = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=joint_pos, root_pos=traj["root_pos"],
+                    root_quat=root_quat, foot_names=[leg.foot_link for leg in stance.legs], foot_offsets=offsets,
+                    foot_contacts=traj["contacts"], prompt=prompt)
+    return motion, error
+
+
+def _balanced(spec: GaitSpec, stance: Stance) -> bool:
+    """Whether the clip's CoM comes from ZMP preview control (biped walks; :func:`_balance_biped`)."""
+    return ZMP_BALANCE and pattern_key(spec.pattern, len(stance.legs)) == "biped_walk"
+
+
+def _com(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
+    """Whole-body CoM (F,3) from FK link poses (F,L,3), (F,L,3,3) (links with an ``<inertial>`` mass)."""
+    massive = [(i, link.inertial) for i, link in enumerate(robot.links)
+               if link.inertial is not None and link.inertial.mass > 0]
+    if not massive:
+        raise MotionError(f"robot '{robot.name}' has no link with an <inertial> mass; add inertials to its URDF")
+    idx = np.array([i for i, _ in massive])
+    mass = np.array([inertial.mass for _, inertial in massive])
+    local = np.stack([inertial.origin[:3, 3] for _, inertial in massive])
+    pts = link_pos[:, idx] + np.einsum("fnij,nj->fni", link_rot[:, idx], local)
+    return np.einsum("n,fni->fi", mass, pts) / mass.sum()
+
+
+def _sole_bias(robot: Robot, stance: Stance, link_pos: np.ndarray, link_rot: np.ndarray,
+               com_xy: np.ndarray) -> np.ndarray:
+    """Per foot (K,2): the offset (m, stance frame) from the contact point to the ZMP target on its sole: the sole's
+    centre (its bounding box), moved toward the stance CoM ``com_xy`` (2,) by up to ZMP_SOLE_USE of the half
+    extent per axis (0 for a foot without geometry).
+
+    link_pos (L,3), link_rot (L,3,3): FK of the stance pose (root at the origin, level)."""
+
+    link_idx, points, radius = geometry_points(robot)
+    out = np.zeros((len(stance.legs), 2))
+    for k, leg in enumerate(stance.legs):
+        li = robot.link_index(leg.foot_link)
+        own = link_idx == li
+        if not own.any():
+            continue
+        world = link_pos[li] + points[own] @ link_rot[li].T
+        world[:, 2] -= radius[own]
+        sole = world[world[:, 2] <= world[:, 2].min() + 0.01, :2]
+        centre, half = (sole.min(0) + sole.max(0)) / 2, (sole.max(0) - sole.min(0)) / 2
+        out[k] = centre - stance.feet_body[k, :2] + np.clip(com_xy - centre, -ZMP_SOLE_USE * half, ZMP_SOLE_USE * half)
+    return out
+
+
+def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: _LegIK, times: np.ndarray,
+                   root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray,
+                   targets: np.ndarray, target_rot: np.ndarray,
+                   radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """A biped walk made dynamically consistent: the root moves horizontally so that the whole-body CoM follows
+    the cart-table preview-control CoM (:mod:`akd_core.motion.zmp`) whose ZMP tracks the stance feet.
+
+    The ZMP reference comes from the same foot schedule on a fine grid (``ZMP_DT``) that starts ``ZMP_PREROLL`` s
+    before the clip (the robot stepping in place, CoM at rest between the feet, so the clip starts on a settled
+    sway) and runs ``ZMP_PREVIEW`` s past its end (the walk goes on). The root shift that puts the CoM there is
+    found by fixed-point iteration (the CoM moves with the leg poses that IK gives for the shifted root); the feet
+    stay on their targets, root height and yaw are unchanged. Returns root_pos, joint_pos and the IK error.
+    """
+
+    frame_dt = float(times[1] - times[0]) if len(times) > 1 else ZMP_DT
+    sub = max(int(math.ceil(frame_dt / ZMP_DT - 1e-9)), 1)
+    dt = frame_dt / sub
+    span = times[-1] - times[0] + ZMP_PREROLL + ZMP_PREVIEW  # the walk goes on past the clip: preview it
+    fine_times = times[0] - ZMP_PREROLL + np.arange(int(round(span / dt)) + 1) * dt
+    plan = foot_targets(spec, stance, fine_times)
+    fk = ik.fk
+    with torch.no_grad():
+        stand = fk(torch.as_tensor([[0.0, 0.0, stance.body_height]]), torch.as_tensor([[0.0, 0.0, 0.0, 1.0]]),
+                   torch.as_tensor(stance.joint_pos[None]))
+    stand_com = _com(robot, stand[0].numpy(), stand[1].numpy())[0]
+    z_c = float(stand_com[2])
+    # the ZMP may lie anywhere on the sole: aim at its centre moved toward the stance CoM (by up to ZMP_SOLE_USE
+    # of the half sole), so the body moves no farther than needed
+    bias = _sole_bias(robot, stance, stand[0].numpy()[0], stand[1].numpy()[0], stand_com[:2])  # (K,2)
+    c, s = np.cos(plan["foot_yaw"]), np.sin(plan["foot_yaw"])
+    feet = plan["feet"].copy()
+    feet[..., 0] += c * bias[:, 0] - s * bias[:, 1]
+    feet[..., 1] += s * bias[:, 0] + c * bias[:, 1]
+    zmp_ref = zmp_reference(feet, plan["contacts"])
+    com_plan, _ = preview_com(zmp_ref, dt, z_c, ZMP_PREVIEW, com0=plan["feet"][0, :, :2].mean(0))
+    goal = np.stack([np.interp(times, fine_times, com_plan[:, d]) for d in range(2)], -1)
+    zmp_goal = np.stack([np.interp(times, fine_times, zmp_ref[:, d]) for d in range(2)], -1)
+    root_pos, error = root_pos.copy(), 0.0
+    link_pos = link_rot = np.zeros(0)
+    for stage in range(ZMP_CORRECTIONS + 1):
+        if stage:
+            # second stage (Kajita 2003): the multibody ZMP differs from the pendulum's (swing-leg momentum,
+            # CoM height changes); preview-control the CoM correction that moves it back onto the reference
+            cop = _multibody_zmp(robot, link_pos, link_rot, frame_dt)
+            delta, _ = preview_com(zmp_goal - cop, frame_dt, z_c, ZMP_PREVIEW, com0=np.zeros(2))
+            goal = goal + delta
+        for _ in range(ZMP_ITERATIONS):
+            with torch.no_grad():
+                link_pos, link_rot = (a.numpy() for a in fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat),
+                                                            torch.as_tensor(joint_pos)))
+            root_pos[:, :2] += goal - _com(robot, link_pos, link_rot)[:, :2]
+            joint_pos, error = ik.solve(root_pos, root_quat, joint_pos, stance.joint_pos, offsets, targets,
+                                        target_rot, centres=stance.centres, radius=radius, iterations=150)
+            joint_pos, error = _repair_by_continuation(ik, root_pos, root_quat, joint_pos, stance, offsets,
+                                                       targets, target_rot, radius)
+        with torch.no_grad():
+            link_pos, link_rot = (a.numpy() for a in fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat),
+                                                        torch.as_tensor(joint_pos)))
+    return root_pos, joint_pos, error
+
+
+def _multibody_zmp(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray, dt: float) -> np.ndarray:
+    """ZMP (F,2) of the whole-body motion (akd_core.motion.feasibility's centre of pressure, for any vertical force)."""
+
+    com, force, moment, _ = centroidal_wrench(robot, link_pos, link_rot, dt)
+    fz = np.maximum(force[:, 2], 1e-6)
+    return np.stack([com[:, 0] - (com[:, 2] * force[:, 0] + moment[:, 1]) / fz,
+                     com[:, 1] - (com[:, 2] * force[:, 1] - moment[:, 0]) / fz], -1)
+
+
+def _repair_by_continuation(ik: _LegIK, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
+                            stance: Stance, offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray,
+                            radius: np.ndarray, passes: int = 12) -> tuple[np.ndarray, float]:
+    """Frames whose IK (started from the stance pose) stalled in a poor local solution are solved again from
+    their solved neighbour's joint angles (forward, then backward in time): warm starting from the previous
+    frame, where the independent batch solve was not enough."""
+    errors = ik.frame_errors.copy()
+    joint_pos = joint_pos.copy()
+    for step in (1, -1) * (passes // 2):
+        bad = np.flatnonzero(errors > IK_TOLERANCE * 10)
+        if len(bad) == 0:
+            break
+        source = bad - step
+        usable = (source >= 0) & (source < len(errors))
+        bad, source = bad[usable], source[usable]
+        usable = errors[source] <= IK_TOLERANCE * 10
+        bad, source = bad[usable], source[usable]
+        if len(bad) == 0:
+            continue
+        q, _ = ik.solve(root_pos[bad], root_quat[bad], joint_pos[source], stance.joint_pos, offsets, targets[bad],
+                        target_rot[bad], centres=stance.centres, radius=radius, iterations=100)
+        better = ik.frame_errors < errors[bad]
+        joint_pos[bad[better]] = q[better]
+        errors[bad[better]] = ik.frame_errors[better]
+    return joint_pos, float(errors.max(initial=0.0))
+
+
+def _foot_dip(robot: Robot, legs: Sequence[Leg], root_pos: np.ndarray, root_quat: np.ndarray,
+              joint_pos: np.ndarray) -> np.ndarray:
+    """How far (F,K) each foot's lowest geometry point lies below its contact point (0 when not below)."""
+
+    link_idx, points, radius = geometry_points(robot)
+    fk = ForwardKinematics(robot).double()
+    with torch.no_grad():
+        pos, rot = fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat), torch.as_tensor(joint_pos))
+        offsets = np.array([leg.foot_offset for leg in legs])
+        foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
+        contact_z = ForwardKinematics.transform_points(pos, rot, foot_idx, torch.as_tensor(offsets))[..., 2].numpy()
+        dip = np.zeros_like(contact_z)
+        for k, leg in enumerate(legs):
+            own = link_idx == robot.link_index(leg.foot_link)
+            if not own.any():
+                continue
+            world = ForwardKinematics.transform_points(pos, rot, torch.as_tensor(link_idx[own]),
+                                                       torch.as_tensor(points[own]))[..., 2].numpy()
+            lowest = (world - radius[own]).min(-1)
+            dip[:, k] = np.maximum(contact_z[:, k] - lowest, 0.0)
+    return dip
+
+
+__all__ = ["GaitSpec", "Pattern", "PATTERNS", "PATTERNS_BY_LEGS", "Stance", "GaitResult", "stance_pose",
+           "resolve_spec", "phase_offsets", "pattern_key", "speed_for_level", "froude_speed", "body_path",
+           "foot_targets", "generate_gait", "generate_gait_result"]

@@ -1,0 +1,69 @@
+"""The gait stage (`akd gait`): robot + prompt -> the run's robot.urdf and reference.npz, from the gait library.
+
+The prompt becomes a :class:`~akd_core.motion.gait.GaitSpec` (:mod:`akd_core.motion.prompt`), the spec a clip
+(:mod:`akd_core.motion.gait`), and the clip's quality and dynamic feasibility go into the manifest. The preview video
+is rendered by the callers (`akd gait`, `akd run`'s preview stage): the motion layer draws nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from akd_core.io.errors import ConfigError
+from akd_core.io.rundir import REFERENCE, ROBOT_URDF, RunDir
+from akd_core.model.legs import find_legs
+from akd_core.model.load import load_robot
+from akd_core.motion.feasibility import feasibility_summary
+from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
+from akd_core.motion.metrics import motion_metrics
+from akd_core.motion.prompt import spec_from_prompt
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- stage + CLI
+def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0, fps: float = 50.0, seed: int = 0,
+               feet: Sequence[str] | None = None, package_paths: Sequence[str] = (),
+               spec_overrides: dict[str, Any] | None = None,
+               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO) -> dict[str, Any]:
+    """`akd gait`: robot + prompt -> RUN/robot.urdf, RUN/reference.npz, manifest stage "gait".
+
+    Reference clips keep joint speeds below ``max_velocity_ratio`` x the URDF limits (default 0.75), so the PD
+    targets that track them (which lead the reference) stay within the limits too.
+
+    run: akd_core.io.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed, and the
+    dynamic feasibility summary of akd_core.motion.feasibility).
+    """
+
+    if not prompt or not str(prompt).strip():
+        raise ConfigError("--prompt is empty; describe the motion, e.g. --prompt 'a dog trotting forward'")
+    robot = load_robot(robot_spec, package_paths)
+    legs = find_legs(robot, list(feet) if feet else None)
+    spec, notes = spec_from_prompt(prompt, robot, legs)
+    if spec_overrides:
+        spec = dataclasses.replace(spec, **spec_overrides)
+    for note in notes:
+        log.warning(note) if note.startswith("warning") else log.info(note)
+    run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"gait": int(seed)})
+    config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
+              "max_velocity_ratio": max_velocity_ratio,
+              "feet": [leg.foot_link for leg in legs], "spec": spec.to_dict()}
+    with run.running_stage("gait", config) as metrics:
+        result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt,
+                                      max_velocity_ratio=max_velocity_ratio)
+        robot.to_urdf(run.file(ROBOT_URDF))
+        motion = result.motion
+        motion.save(run.file(REFERENCE))
+        config["spec"] = result.spec.to_dict()
+        config["notes"] = notes + [n for n in result.spec.notes if n not in notes]
+        run.set_stage("gait", config=config)
+        quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
+                                 motion.foot_names, motion.foot_offsets, motion.foot_contacts)
+        metrics.update(quality)
+        metrics.update(ik_foot_error_m=result.ik_error_m, speed_command_mps=result.spec.speed,
+                       frequency_hz=result.spec.frequency, num_frames=motion.num_frames)
+        metrics.update(feasibility_summary(robot, motion))  # CoP vs support polygon, residual wrench
+    return metrics

@@ -1,0 +1,220 @@
+"""MuJoCo C engine: threaded batched rollouts (``mujoco.rollout``) of one robot on a ground plane.
+
+The model is :meth:`Robot.to_mjcf` (free root, position actuators = our PD law ``kp (q* - q) - kd qdot`` clamped
+to the URDF effort limits as force ranges) plus, added here through ``MjSpec``: elliptic friction cones,
+``impratio`` and a stiff contact time constant from :class:`ContactParams`, a site at every foot contact point,
+and sensors (link positions, foot-point velocity, foot-ground contact force, actuator forces) so one rollout call
+returns everything the tracking cost needs. MuJoCo quaternions are (w, x, y, z): converted at this boundary only;
+the free joint's angular velocity is in the body frame in MuJoCo, world here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from akd_core.io.errors import DependencyError, MotionError
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.physics.engines.base import BodyState, Feet, RolloutBatch, mass_links
+from akd_core.physics.params import PhysicsParams
+from akd_core.physics.targets import substep_targets
+
+CONTACT_FOUND_AND_FORCE = 3  # mjtConDataField bits: found (1) | force (2)
+CONTACT_REDUCE_NETFORCE = 3
+
+
+def import_mujoco():
+    try:
+        import mujoco
+        from mujoco import rollout as mj_rollout
+    except ImportError as exc:  # pragma: no cover - mujoco is a core dependency
+        raise DependencyError("the MuJoCo engine needs MuJoCo: pip install mujoco") from exc
+    return mujoco, mj_rollout
+
+
+def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
+                 link_names: list[str] | None = None):
+    """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
+    also the sensors :class:`MujocoEngine` reads."""
+    mujoco, _ = import_mujoco()
+    contact = physics.contact
+    xml = robot.to_mjcf(kp=physics.kp, kd=physics.kd, armature=physics.armature, timestep=timestep,
+                        friction=contact.mu)
+    spec = mujoco.MjSpec.from_string(xml)
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.impratio = contact.impratio
+    # MuJoCo needs timeconst >= 2 timesteps to stay stable; stiffer than that it silently clamps
+    timeconst = max(contact.solref_timeconst_s, 2.0 * timestep)
+    for geom in spec.geoms:
+        geom.solref = [timeconst, 1.0]
+    # joint limits as stiff as the contacts: MuJoCo's default (20 ms) let a loaded ankle held at its limit sink
+    # 5 mrad past it; at the contact time constant 1.2 mrad
+    for joint in spec.joints:
+        joint.solref_limit = [timeconst, 1.0]
+    for name in link_names or []:
+        spec.add_sensor(name=f"pos:{name}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                        objname=name)
+    if feet is not None:
+        for k, (name, point) in enumerate(zip(feet.names, feet.points)):
+            spec.body(name).add_site(name=f"foot{k}", pos=np.asarray(point, dtype=np.float64), size=[0.005, 0, 0])
+            spec.add_sensor(name=f"footvel{k}", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
+                            objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"foot{k}")
+            spec.add_sensor(name=f"footpos{k}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                            objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"foot{k}")
+            spec.add_sensor(name=f"footforce{k}", type=mujoco.mjtSensor.mjSENS_CONTACT,
+                            objtype=mujoco.mjtObj.mjOBJ_BODY, objname=name, reftype=mujoco.mjtObj.mjOBJ_GEOM,
+                            refname="ground", intprm=[CONTACT_FOUND_AND_FORCE, CONTACT_REDUCE_NETFORCE, 1])
+    for joint in robot.joint_names:
+        spec.add_sensor(name=f"tau:{joint}", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
+                        objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=joint)
+    model = spec.compile()
+    return model, mujoco.MjData(model)
+
+
+@dataclass
+class MujocoState:
+    """One world's full MuJoCo physics state plus the solver warm start (what makes continuation exact)."""
+
+    physics: np.ndarray  # (nstate,) mjSTATE_FULLPHYSICS
+    warmstart: np.ndarray  # (nv,) qacc_warmstart
+
+
+class MujocoEngine:
+    """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to the CPU count."""
+
+    name = "mujoco"
+    device = "cpu"
+
+    def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
+                 link_names: list[str] | None = None, threads: int | None = None):
+        mujoco, mj_rollout = import_mujoco()
+        self.mujoco, self.robot, self.physics, self.feet = mujoco, robot, physics, feet
+        self.sim_dt, self.steps = float(sim_dt), int(steps)
+        self.link_names = list(link_names) if link_names is not None else mass_links(robot)
+        self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names)
+        self.threads = max(1, threads or os.cpu_count() or 1)
+        self._datas = [mujoco.MjData(self.model) for _ in range(self.threads)]
+        self._pool = mj_rollout.Rollout(nthread=self.threads) if self.threads > 1 else None
+        self._rollout_fn = mj_rollout.rollout
+        self.spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        self.nstate = mujoco.mj_stateSize(self.model, self.spec)
+        self._index()
+
+    def _index(self) -> None:
+        m, mujoco = self.model, self.mujoco
+        joint = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in self.robot.joint_names]
+        root = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, "root")
+        self.qpos_adr = np.array([m.jnt_qposadr[i] for i in joint])
+        self.dof_adr = np.array([m.jnt_dofadr[i] for i in joint])
+        self.root_q, self.root_v = int(m.jnt_qposadr[root]), int(m.jnt_dofadr[root])
+        self.act = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in self.robot.joint_names])
+        # positions in the FULLPHYSICS state vector: [time, qpos, qvel, act, ...]
+        self.state_qpos, self.state_qvel = 1, 1 + m.nq
+
+        def adr(name: str) -> int:
+            return int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)])
+
+        self.link_adr = np.array([adr(f"pos:{n}") for n in self.link_names])
+        k = len(self.feet.names)
+        self.footvel_adr = np.array([adr(f"footvel{i}") for i in range(k)], dtype=int)
+        self.footpos_adr = np.array([adr(f"footpos{i}") for i in range(k)], dtype=int)
+        self.footforce_adr = np.array([adr(f"footforce{i}") for i in range(k)], dtype=int)
+        self.tau_adr = np.array([adr(f"tau:{n}") for n in self.robot.joint_names])
+
+    # -- states ---------------------------------------------------------------
+    def start(self, state: BodyState) -> MujocoState:
+        m, d, mujoco = self.model, self.data, self.mujoco
+        mujoco.mj_resetData(m, d)
+        quat = np.asarray(state.root_quat, dtype=np.float64)
+        quat = quat / np.linalg.norm(quat)
+        d.qpos[self.root_q:self.root_q + 3] = state.root_pos
+        d.qpos[self.root_q + 3:self.root_q + 7] = np.roll(quat, 1)  # xyzw -> MuJoCo wxyz
+        d.qpos[self.qpos_adr] = state.joint_pos
+        d.qvel[self.root_v:self.root_v + 3] = state.root_lin_vel  # free joint: origin velocity, world
+        d.qvel[self.root_v + 3:self.root_v + 6] = quat_to_matrix(quat).T @ np.asarray(state.root_ang_vel)  # body
+        d.qvel[self.dof_adr] = state.joint_vel
+        physics = np.empty(self.nstate)
+        mujoco.mj_getState(m, d, physics, self.spec)
+        return MujocoState(physics, np.zeros(m.nv))
+
+    def _body_states(self, physics: np.ndarray) -> BodyState:
+        """(..., nstate) FULLPHYSICS vectors -> BodyState (...)."""
+        qpos = physics[..., self.state_qpos:self.state_qpos + self.model.nq]
+        qvel = physics[..., self.state_qvel:self.state_qvel + self.model.nv]
+        quat = np.roll(qpos[..., self.root_q + 3:self.root_q + 7], -1, axis=-1)  # wxyz -> xyzw
+        omega_body = qvel[..., self.root_v + 3:self.root_v + 6]
+        omega = (quat_to_matrix(quat) @ omega_body[..., None])[..., 0]
+        return BodyState(root_pos=qpos[..., self.root_q:self.root_q + 3].copy(), root_quat=quat,
+                         joint_pos=qpos[..., self.qpos_adr].copy(),
+                         root_lin_vel=qvel[..., self.root_v:self.root_v + 3].copy(), root_ang_vel=omega,
+                         joint_vel=qvel[..., self.dof_adr].copy())
+
+    def body_state(self, start: MujocoState) -> BodyState:
+        return self._body_states(start.physics)
+
+    # -- rollouts -------------------------------------------------------------
+    def _controls(self, pd_targets: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(pd_targets)):  # MuJoCo would only log a warning and reset the world
+            raise MotionError("PD targets contain NaN or inf values; this is a bug in the caller (please report it)")
+        sub = substep_targets(np.asarray(pd_targets, dtype=np.float64), self.steps)  # (N, H*S, J)
+        ctrl = np.zeros(sub.shape[:-1] + (self.model.nu,))
+        ctrl[..., self.act] = sub
+        return ctrl
+
+    def rollout(self, start, pd_targets: np.ndarray) -> RolloutBatch:
+        pd_targets = np.asarray(pd_targets, dtype=np.float64)
+        starts = start if isinstance(start, list) else [start]
+        ctrl = self._controls(pd_targets)
+        reps = len(ctrl) if len(starts) == 1 else 1
+        physics = np.repeat(np.stack([s.physics for s in starts]), reps, axis=0)
+        warm = np.repeat(np.stack([s.warmstart for s in starts]), reps, axis=0)
+        kwargs = {"initial_warmstart": warm}
+        if self._pool is not None:
+            state, sensors = self._pool.rollout(self.model, self._datas, physics, ctrl, **kwargs)
+        else:
+            state, sensors = self._rollout_fn(self.model, self._datas[0], physics, ctrl, **kwargs)
+        return self._batch(physics, state, sensors, pd_targets.shape[-2] - 1)
+
+    def advance(self, start: MujocoState, pd_targets: np.ndarray) -> RolloutBatch:
+        """One world stepped in a plain loop on a persistent MjData, so the warm start carries over exactly."""
+        m, d, mujoco = self.model, self.data, self.mujoco
+        mujoco.mj_setState(m, d, start.physics, self.spec)
+        d.qacc_warmstart[:] = start.warmstart
+        ctrl = self._controls(np.asarray(pd_targets, dtype=np.float64)[None])[0]
+        states = np.empty((len(ctrl), self.nstate))
+        sensors = np.empty((len(ctrl), m.nsensordata))
+        for i, row in enumerate(ctrl):
+            d.ctrl[:] = row
+            mujoco.mj_step(m, d)
+            mujoco.mj_getState(m, d, states[i], self.spec)
+            sensors[i] = d.sensordata
+        batch = self._batch(start.physics[None], states[None], sensors[None], len(pd_targets) - 1)
+        batch.end = MujocoState(states[-1].copy(), d.qacc_warmstart.copy())
+        return batch
+
+    def _batch(self, physics0: np.ndarray, state: np.ndarray, sensors: np.ndarray, periods: int) -> RolloutBatch:
+        """Rollout outputs (N, H*S, nstate), (N, H*S, nsensor) -> RolloutBatch. MuJoCo computes sensors inside
+        mj_step before integrating, so sensor row i describes the state *before* step i."""
+        n, s = state.shape[0], self.steps
+        bad = ~np.isfinite(state).all(-1) | (np.abs(state).max(-1) > 1e6)  # (N, H*S)
+        diverged = bad.any(-1)
+        if diverged.any():  # hold the last good state (and its sensors) from the blow-up on
+            for b in np.flatnonzero(diverged):
+                first = int(np.argmax(bad[b]))
+                keep_state = state[b, first - 1] if first > 0 else physics0[b]
+                state[b, first:] = keep_state
+                sensors[b, first:] = sensors[b, max(first - 1, 0)]
+                sensors[b, first:, self.tau_adr] = 0.0
+        frames = np.concatenate([physics0[:, None], state[:, s - 1::s]], axis=1)  # (N, H+1, nstate)
+        states = self._body_states(frames)
+        rows = sensors[:, ::s]  # (N, H, nsensor): the states at frames 0..H-1
+        link_pos = rows[..., self.link_adr[:, None] + np.arange(3)]  # (N, H, L, 3)
+        vel = sensors[..., self.footvel_adr[:, None] + np.arange(3)]  # (N, H*S, K, 3)
+        height = sensors[..., self.footpos_adr + 2]  # (N, H*S, K)
+        force = np.abs(sensors[..., self.footforce_adr + 3])  # netforce z (found, fx, fy, fz)
+        tau = sensors[..., self.tau_adr].reshape(n, periods, s, -1)
+        return RolloutBatch(states=states, link_pos=link_pos, foot_vel=vel, foot_force=force, foot_height=height,
+                            torques=tau.mean(2), torque_peak=np.abs(tau).max(2), diverged=diverged)

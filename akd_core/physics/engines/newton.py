@@ -1,0 +1,310 @@
+"""Newton/Warp engine: N replicated worlds of one robot on a shared ground plane, Featherstone, stepped together
+(one Warp launch covers every world, so batches pay off on CUDA; on CPU the cost grows with N: docs/design.md,
+section 4).
+
+The PD law is ours (a Warp kernel writes the clamped torque into ``control.joint_f`` every substep; Newton's own
+drive is off because its solvers do not clamp effort). Contact is Newton's penalty model with
+:class:`~akd_core.physics.params.ContactParams` ``ke``/``kd``/``kf``/``mu``. Reported contact channels are derived
+from the foot points, logged every substep: height, velocity (finite differences over one step) and the penalty
+normal force ``ke * depth`` (the damping share is left out). Free-joint convention (newton 1.8): ``joint_q`` =
+[p_origin, quat_xyzw], ``joint_qd`` = [v_com (world), omega (world)]; converted to the root-origin velocity here.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from akd_core.io.errors import MotionError
+from akd_core.model.legs import rest_link_poses
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import quat_to_matrix
+from akd_core.physics.engines.base import BodyState, Feet, RolloutBatch, mass_links
+from akd_core.physics.engines.warp_runtime import import_newton, resolve_device
+from akd_core.physics.params import GRAVITY, PhysicsParams
+from akd_core.physics.targets import substep_targets
+
+
+def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: str = "cpu",
+                 requires_grad: bool = False):
+    """A finalized Newton Model: ``worlds`` copies of ``robot`` (floating base) on one ground plane, with the
+    contact material of ``physics`` and Newton's own joint drive switched off."""
+    wp, newton = import_newton()
+    c = physics.contact
+    robot_builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
+    cfg = robot_builder.default_shape_cfg
+    cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
+    # masses and inertias come from the URDF's <inertial> only, as in MuJoCo (inertiafromgeom="false"): with its
+    # default density Newton adds every collision shape's volume as mass (anymal_c: 81.5 kg instead of 52.1)
+    cfg.density = 0.0
+    with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
+        urdf = Path(tmp) / f"{robot.name}.urdf"
+        # collisions only, COLLADA as STL: Newton parses visual meshes even when hidden, and its COLLADA reader
+        # fails on some (anymal_b's foot visuals)
+        robot.to_urdf(urdf, mesh_uris="stl", visuals=False)
+        robot_builder.add_urdf(str(urdf), floating=True, collapse_fixed_joints=True, enable_self_collisions=False,
+                               hide_visuals=True)
+    main = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
+    cfg = main.default_shape_cfg
+    cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
+    main.replicate(robot_builder, worlds)
+    main.add_ground_plane()
+    model = main.finalize(device=device, requires_grad=requires_grad)
+    model.joint_target_ke.zero_()  # PD is ours (clamped)
+    model.joint_target_kd.zero_()
+    return model
+
+
+def carriers(robot: Robot) -> dict[str, tuple[str, np.ndarray]]:
+    """Every link -> (the link whose Newton body carries it, its 4x4 pose in that body's frame). Newton collapses
+    fixed joints, so a link hung on fixed joints lives in its nearest ancestor with a moving joint."""
+
+    pos, rot = rest_link_poses(robot, np.zeros(robot.num_dofs))
+    parent_joint = {j.child: j for j in robot.joints}
+    out = {}
+    for name in robot.link_names:
+        carrier = name
+        while carrier in parent_joint and parent_joint[carrier].type == "fixed":
+            carrier = parent_joint[carrier].parent
+        a, b = robot.link_index(carrier), robot.link_index(name)
+        rel = np.eye(4)
+        rel[:3, :3] = rot[a].T @ rot[b]
+        rel[:3, 3] = rot[a].T @ (pos[b] - pos[a])
+        out[name] = (carrier, rel)
+    return out
+
+
+def kernels():
+    wp, _ = import_newton()
+
+    @wp.kernel
+    def pd_torque(joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float), targets: wp.array2d(dtype=float),
+                  step: int, q_index: wp.array(dtype=int), qd_index: wp.array(dtype=int), kp: wp.array(dtype=float),
+                  kd: wp.array(dtype=float), effort: wp.array(dtype=float), joint_f: wp.array(dtype=float),
+                  torque_log: wp.array2d(dtype=float)):
+        i = wp.tid()  # world * J + joint
+        tau = kp[i] * (targets[step, i] - joint_q[q_index[i]]) - kd[i] * joint_qd[qd_index[i]]
+        tau = wp.clamp(tau, -effort[i], effort[i])
+        joint_f[qd_index[i]] = tau
+        torque_log[step, i] = tau
+
+    @wp.kernel
+    def foot_points(body_q: wp.array(dtype=wp.transform), bodies: wp.array(dtype=int),
+                    points: wp.array(dtype=wp.vec3), step: int, log: wp.array2d(dtype=wp.vec3)):
+        i = wp.tid()  # world * K + foot
+        log[step, i] = wp.transform_point(body_q[bodies[i]], points[i])
+
+    return pd_torque, foot_points
+
+
+class NewtonEngine:
+    """Batched Newton rollouts (see the module docstring). The model holds as many worlds as the last batch."""
+
+    name = "newton"
+
+    def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
+                 link_names: list[str] | None = None, device: str | None = None, worlds: int = 1,
+                 graph_capture: bool = True):
+        self.wp, self.newton = import_newton()
+
+        self.robot, self.physics, self.feet = robot, physics, feet
+        self.sim_dt, self.steps = float(sim_dt), int(steps)
+        self.device = resolve_device(device)
+        self.link_names = list(link_names) if link_names is not None else mass_links(robot)
+        self.capture = graph_capture
+        self.pd_kernel, self.foot_kernel = kernels()
+        self.worlds = 0
+        self._carrier = carriers(robot)
+        self._allocate(max(1, worlds))
+
+    # -- building -------------------------------------------------------------
+    def _allocate(self, worlds: int) -> None:
+        wp, newton, robot, dev = self.wp, self.newton, self.robot, self.device
+        self.worlds = worlds
+        m = self.model = newton_model(robot, self.physics, worlds, dev)
+        self.solver = newton.solvers.SolverFeatherstone(m)
+        self.state_a, self.state_b = m.state(), m.state()
+        self.control = m.control()
+        self.control.joint_f.zero_()
+        self.pipeline = newton.CollisionPipeline(m, broad_phase="explicit", reduce_contacts=False)
+        self.contacts = self.pipeline.contacts()
+        labels = [str(s).split("/")[-1] for s in m.joint_label]
+        joint_world = m.joint_world.numpy()
+        types = m.joint_type.numpy()
+        q_start, qd_start = m.joint_q_start.numpy(), m.joint_qd_start.numpy()
+        body_labels = [str(s).split("/")[-1] for s in m.body_label]
+        body_world = m.body_world.numpy()
+        j, k = robot.num_dofs, len(self.feet.names)
+        self.q_index = np.zeros((worlds, j), dtype=np.int32)
+        self.qd_index = np.zeros((worlds, j), dtype=np.int32)
+        self.free_q = np.zeros(worlds, dtype=np.int64)
+        self.free_qd = np.zeros(worlds, dtype=np.int64)
+        self.link_bodies = np.zeros((worlds, len(self.link_names)), dtype=np.int64)
+        foot_bodies = np.zeros((worlds, k), dtype=np.int32)
+        root_body = np.zeros(worlds, dtype=np.int64)
+        for w in range(worlds):
+            joints = {labels[i]: i for i in np.flatnonzero(joint_world == w)}
+            free = [i for i in joints.values() if int(types[i]) == int(newton.JointType.FREE)]
+            if len(free) != 1:
+                raise MotionError(f"robot '{robot.name}': expected one floating base per Newton world, found "
+                                  f"{len(free)}")
+            self.free_q[w], self.free_qd[w] = q_start[free[0]], qd_start[free[0]]
+            for n, name in enumerate(robot.joint_names):
+                if name not in joints:
+                    raise MotionError(f"robot '{robot.name}': joint '{name}' is missing from the Newton model")
+                self.q_index[w, n], self.qd_index[w, n] = q_start[joints[name]], qd_start[joints[name]]
+            bodies = {body_labels[i]: i for i in np.flatnonzero(body_world == w)}
+            self.link_bodies[w] = [bodies[self._carrier[n][0]] for n in self.link_names]
+            foot_bodies[w] = [bodies[self._carrier[n][0]] for n in self.feet.names]
+            root_body[w] = bodies[self._carrier[robot.root_link][0]]
+        armature = m.joint_armature.numpy()
+        armature[self.qd_index.ravel()] = np.tile(self.physics.armature, worlds)
+        m.joint_armature.assign(armature)
+        self.root_com = m.body_com.numpy()[root_body[0]].astype(np.float64)
+        arr = lambda a, dtype=float: wp.array(np.ascontiguousarray(a), dtype=dtype, device=dev)  # noqa: E731
+        self.q_index_wp, self.qd_index_wp = arr(self.q_index.ravel(), int), arr(self.qd_index.ravel(), int)
+        p = self.physics
+        self.kp, self.kd = arr(np.tile(p.kp, worlds).astype(np.float32)), arr(np.tile(p.kd, worlds).astype(np.float32))
+        self.effort = arr(np.tile(p.effort, worlds).astype(np.float32))
+        self.foot_bodies = arr(foot_bodies.ravel(), int)
+        local = np.array([self._carrier[n][1][:3, :3] @ p + self._carrier[n][1][:3, 3]
+                          for n, p in zip(self.feet.names, self.feet.points)]).reshape(-1, 3)
+        self.foot_local = wp.array(np.tile(local, (worlds, 1)).astype(np.float32), dtype=wp.vec3, device=dev)
+        self.link_local = np.array([self._carrier[n][1][:3, 3] for n in self.link_names])  # (L, 3)
+        self.targets = wp.zeros((self.steps, worlds * j), dtype=float, device=dev)
+        self.torque_log = wp.zeros((self.steps, worlds * j), dtype=float, device=dev)
+        self.foot_log = wp.zeros((self.steps, max(worlds * k, 1)), dtype=wp.vec3, device=dev)
+        self.nq, self.nqd = m.joint_coord_count, m.joint_dof_count
+        self._graph, self._warm = None, False
+
+    def _link_positions(self) -> np.ndarray:
+        """(worlds, L, 3) world positions of ``link_names`` (links merged into a body by fixed joints included)."""
+        pose = self.state_a.body_q.numpy()[self.link_bodies].astype(np.float64)  # (W, L, 7) p, quat xyzw
+        rot = quat_to_matrix(pose[..., 3:])
+        return pose[..., :3] + (rot @ self.link_local[None, :, :, None])[..., 0]
+
+    # -- states ---------------------------------------------------------------
+    def start(self, state: BodyState) -> BodyState:
+        """Newton's integrator carries no hidden solver state: a BodyState is the engine state."""
+        return state.astype(np.float64)
+
+    def body_state(self, start: BodyState) -> BodyState:
+        return start
+
+    def _load(self, starts: list[BodyState]) -> None:
+        q = self.model.joint_q.numpy().astype(np.float64)
+        qd = np.zeros(self.nqd)
+        for w, s in enumerate(starts):
+            quat = np.asarray(s.root_quat, dtype=np.float64)
+            quat = quat / np.linalg.norm(quat)
+            fq, fqd = self.free_q[w], self.free_qd[w]
+            q[fq:fq + 3], q[fq + 3:fq + 7] = s.root_pos, quat
+            q[self.q_index[w]] = s.joint_pos
+            com_offset = quat_to_matrix(quat) @ self.root_com
+            qd[fqd:fqd + 3] = np.asarray(s.root_lin_vel) + np.cross(s.root_ang_vel, com_offset)  # origin -> COM
+            qd[fqd + 3:fqd + 6] = s.root_ang_vel
+            qd[self.qd_index[w]] = s.joint_vel
+        self.state_a.joint_q.assign(q.astype(np.float32))
+        self.state_a.joint_qd.assign(qd.astype(np.float32))
+        self.newton.eval_fk(self.model, self.state_a.joint_q, self.state_a.joint_qd, self.state_a)
+
+    def _read(self, n: int) -> BodyState:
+        q = self.state_a.joint_q.numpy().astype(np.float64)
+        qd = self.state_a.joint_qd.numpy().astype(np.float64)
+        out = []
+        for w in range(n):
+            fq, fqd = self.free_q[w], self.free_qd[w]
+            quat = q[fq + 3:fq + 7]
+            omega = qd[fqd + 3:fqd + 6]
+            out.append(BodyState(root_pos=q[fq:fq + 3].copy(), root_quat=quat.copy(), joint_pos=q[self.q_index[w]],
+                                 root_lin_vel=qd[fqd:fqd + 3] - np.cross(omega, quat_to_matrix(quat) @ self.root_com),
+                                 root_ang_vel=omega.copy(), joint_vel=qd[self.qd_index[w]]))
+        return BodyState.stack(out)
+
+    # -- stepping -------------------------------------------------------------
+    def _chunk(self) -> None:
+        wp = self.wp
+        a, b = self.state_a, self.state_b
+        for i in range(self.steps):
+            wp.launch(self.foot_kernel, dim=self.foot_log.shape[1] if len(self.feet.names) else 0,
+                      inputs=[a.body_q, self.foot_bodies, self.foot_local, i], outputs=[self.foot_log],
+                      device=self.device)
+            a.clear_forces()
+            wp.launch(self.pd_kernel, dim=self.worlds * self.robot.num_dofs,
+                      inputs=[a.joint_q, a.joint_qd, self.targets, i, self.q_index_wp, self.qd_index_wp, self.kp,
+                              self.kd, self.effort], outputs=[self.control.joint_f, self.torque_log],
+                      device=self.device)
+            self.solver.step(a, b, self.control, self.contacts, self.sim_dt)
+            a, b = b, a
+        if a is not self.state_a:  # odd substep count: the result sits in state_b
+            for name in ("joint_q", "joint_qd", "body_q", "body_qd"):
+                wp.copy(getattr(self.state_a, name), getattr(a, name))
+
+    def _run_chunk(self) -> None:
+        wp = self.wp
+        self.pipeline.collide(self.state_a, self.contacts)  # contacts fixed over one control period
+        if self._graph is not None:
+            wp.capture_launch(self._graph)
+        elif not self.capture or not self._warm:
+            self._chunk()  # eager first: allocates the solver's buffers
+            self._warm = True
+        else:
+            try:
+                with wp.ScopedCapture(device=self.device) as capture:
+                    self._chunk()
+            except Exception:  # capture unsupported here: step eagerly from now on
+                self.capture = False
+                self._chunk()
+                return
+            self._graph = capture.graph
+            wp.capture_launch(self._graph)
+
+    def rollout(self, start, pd_targets: np.ndarray) -> RolloutBatch:
+        pd_targets = np.asarray(pd_targets, dtype=np.float64)
+        n, periods, j = pd_targets.shape[0], pd_targets.shape[1] - 1, self.robot.num_dofs
+        starts = start if isinstance(start, list) else [start] * n
+        if n != self.worlds:  # every world costs a full step on CPU: size the model to the batch
+            self._allocate(n)
+        starts = starts + [starts[-1]] * (self.worlds - n)  # idle worlds replay the last one
+        sub = substep_targets(pd_targets, self.steps)  # (n, H*S, J)
+        sub = np.concatenate([sub, np.repeat(sub[-1:], self.worlds - n, 0)])
+        k, s = len(self.feet.names), self.steps
+        states, links = [], []
+        torques = np.zeros((self.worlds, periods, s, j))
+        feet = np.zeros((self.worlds, periods * s, k, 3))
+        self._load(starts)
+        states.append(self._read(self.worlds))
+        diverged = np.zeros(self.worlds, dtype=bool)
+        for p in range(periods):
+            links.append(self._link_positions())
+            self.targets.assign(sub[:, p * s:(p + 1) * s].transpose(1, 0, 2).reshape(s, -1).astype(np.float32))
+            self._run_chunk()
+            now = self._read(self.worlds)
+            bad = ~np.all(np.isfinite(now.joint_pos), axis=-1) | ~np.all(np.isfinite(now.root_pos), axis=-1)
+            diverged |= bad
+            states.append(now)
+            torques[:, p] = self.torque_log.numpy().reshape(s, self.worlds, j).transpose(1, 0, 2)
+            if k:
+                feet[:, p * s:(p + 1) * s] = self.foot_log.numpy().reshape(s, self.worlds, k, 3).transpose(1, 0, 2, 3)
+        body = BodyState.stack(states, axis=1)[:n]
+        if diverged[:n].any():
+            for w in np.flatnonzero(diverged[:n]):
+                first = int(np.argmax(~np.isfinite(body.root_pos[w]).all(-1)))
+                for name in ("root_pos", "root_quat", "joint_pos", "root_lin_vel", "root_ang_vel", "joint_vel"):
+                    arr = getattr(body, name)
+                    arr[w, first:] = arr[w, first - 1]
+        feet = feet[:n]
+        vel = np.diff(feet, axis=1, prepend=feet[:, :1]) / self.sim_dt
+        depth = np.maximum(-feet[..., 2], 0.0)
+        tau = torques[:n]
+        return RolloutBatch(states=body, link_pos=np.stack(links, axis=1)[:n], foot_vel=vel,
+                            foot_force=self.physics.contact.ke * depth, foot_height=feet[..., 2],
+                            torques=tau.mean(2), torque_peak=np.abs(tau).max(2), diverged=diverged[:n],
+                            end=None)
+
+    def advance(self, start: BodyState, pd_targets: np.ndarray) -> RolloutBatch:
+        batch = self.rollout(start, np.asarray(pd_targets)[None])
+        batch.end = batch.states[0, -1]  # Newton carries no solver state: the last BodyState continues it
+        return batch
