@@ -42,6 +42,7 @@ def test_float_loss_is_the_mean_height_of_each_frames_lowest_point():
     assert float(float_loss(z, clearance=0.02)) == pytest.approx(0.03 / 3)
 
 
+@pytest.mark.slow  # ~70 s on 2 cores (make test budget); the loss itself has fast known-answer tests above
 def test_float_term_brings_a_lifted_body_back_to_the_ground():
     """With the SDS weight at zero, the paper's objective leaves a body lifted 10 cm where it is (L_ground only
     pushes up); AKD's L_float (default weight and 2 cm clearance) sets it back down to within the clearance."""
@@ -88,6 +89,7 @@ def test_skate_weight_must_be_non_negative():
         DistillConfig(lambda_skate=-1.0)
 
 
+@pytest.mark.slow  # ~40 s on 2 cores (make test budget)
 def test_skate_term_stops_feet_sliding_under_a_gliding_body():
     """A rest pose carried forward at 0.3 m/s (the paper's constant-velocity init) slides all four feet. With the
     SDS weight at zero, the paper's objective keeps the slide; AKD's L_skate removes it (the body stops, or the legs

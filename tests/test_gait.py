@@ -337,7 +337,8 @@ def test_every_pattern_at_three_speeds(name):
 
 
 # ----------------------------------------------------------------------------- balanced biped walks (issue 16)
-@pytest.mark.parametrize("name", ["humanoid", "ostrich", pytest.param("g1", marks=pytest.mark.slow)])  # g1: ~1 min
+@pytest.mark.parametrize("name", ["humanoid", pytest.param("ostrich", marks=pytest.mark.slow),  # ostrich ~30 s
+                                  pytest.param("g1", marks=pytest.mark.slow)])  # g1: ~1 min
 def test_biped_walk_keeps_the_cop_over_the_stance_foot(name):
     """The CoM of a biped walk comes from cart-table preview control (akd_core.motion.zmp), so the whole-body CoP stays
     in the support polygon (before: 0 % of the single-support frames, 18 % / 3 % / 11 % of all stance frames of
@@ -390,7 +391,8 @@ def test_biped_walk_sways_over_the_stance_foot_and_keeps_height_yaw_and_feet(mon
     assert 0.01 < np.abs(sway).max() < half_spacing
 
 
-@pytest.mark.parametrize("name, pattern", [("quadruped", "trot"), ("ostrich", "run")])
+@pytest.mark.parametrize("name, pattern", [("quadruped", "trot"),
+                                           pytest.param("ostrich", "run", marks=pytest.mark.slow)])  # ~20 s
 def test_only_biped_walks_are_rebalanced(monkeypatch, name, pattern):
     import akd_core.motion.gait as gait_module
 
