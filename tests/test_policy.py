@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.io.errors import AKDError, ConfigError, MotionError
 from akd_core.cli.policy import add_train_arguments, run_train
+from akd_core.io.errors import AKDError, ConfigError, MotionError
 from akd_core.learn import policy as P
 from akd_core.model.load import load_robot
 from akd_core.model.robot import load_urdf
