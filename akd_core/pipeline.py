@@ -170,8 +170,9 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
         ("fell", _fmt(track.get("naive_fell")), _fmt(track.get("fell"))),
     ]
     width = max(len(r[0]) for r in rows) + 2
+    col = max(18, *(len(r[1]) + 2 for r in rows), *(len(r[2]) + 2 for r in rows))  # headers never run together
     lines = ["", f"AKD run: {run.path}  robot={manifest.get('robot')}  prompt={manifest.get('prompt')!r}", ""]
-    lines += [f"  {a:<{width}}{b:>18}{c:>18}" for a, b, c in rows]
+    lines += [f"  {a:<{width}}{b:>{col}}{c:>{col}}" for a, b, c in rows]
     if track.get("selected_targets") == "feedforward" and not track.get("replans"):
         lines.append("  (the inverse-dynamics feedforward replay tracked within "
                      f"{_fmt(track.get('feedforward_ok_m'), ' m')}: the MPC was not needed)")
