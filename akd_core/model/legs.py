@@ -76,6 +76,24 @@ def chain_joints(robot: Robot, link: str) -> list[str]:
     return names[::-1]
 
 
+def welded_links(robot: Robot, link: str) -> list[str]:
+    """``link`` and every link rigidly attached to it through fixed joints (parents and children), ``link`` first:
+    the one rigid body a foot is (talos' ``left_sole_link`` is a frame welded to ``leg_left_6_link``, which carries
+    the sole's geometry)."""
+    out, todo = [link], [link]
+    while todo:
+        current = todo.pop()
+        joint = robot.parent_joint(current)
+        near = [j.child for j in robot.children(current) if j.type == "fixed"]
+        if joint is not None and joint.type == "fixed":
+            near.append(joint.parent)
+        for name in near:
+            if name not in out:
+                out.append(name)
+                todo.append(name)
+    return out
+
+
 def lowest_link_points(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
     """Lowest world z (L,) of every link's geometry (its origin if it has none), at the given poses."""
     low = link_pos[:, 2].copy()
@@ -219,7 +237,7 @@ def _label(legs: list[Leg], link_pos: np.ndarray, link_rot: np.ndarray, robot: R
 
 
 __all__ = ["Leg", "find_legs", "leg_length", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points",
-           "robot_info"]
+           "welded_links", "robot_info"]
 
 
 def robot_info(robot, with_feet: bool = True) -> dict:

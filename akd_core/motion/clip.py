@@ -20,8 +20,9 @@ from akd_core.model.spatial import angular_velocity, quat_slerp
 if TYPE_CHECKING:  # pragma: no cover
     from akd_core.model.robot import Robot
 
-MOTION_SCHEMA = 1
+MOTION_SCHEMA = 2  # 2: foot_contact_points / foot_contact_parts / foot_contact_labels (which part of a foot is down)
 TRACKED_SCHEMA = 1
+SOLE_LABEL = "sole"  # the one contact part of a foot without heel/toe parts
 LIMIT_TOLERANCE = 1e-6
 # simulated joint positions may sit this far past a limit the joint is pressed against: a simulator's limit is a
 # stiff but finite constraint (MuJoCo at the contact time constant: 1.2 mrad under the humanoid's ankle load). Commands
@@ -41,9 +42,14 @@ class Motion:
     root_quat: np.ndarray  # (F, 4) xyzw
     foot_names: list[str] = field(default_factory=list)  # (K,) URDF link names
     foot_offsets: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # (K, 3) contact point in link frame
-    foot_contacts: np.ndarray | None = None  # (F, K) bool, intended stance
+    foot_contacts: np.ndarray | None = None  # (F, K) bool, intended stance (any part of the foot down)
     prompt: str = ""
     schema: int = MOTION_SCHEMA
+    # the parts of each foot that touch the ground: P points per foot in its link frame (e.g. heel and toe lines of
+    # a flat sole) and which of them are down per frame; default one part per foot: its contact point, down in stance
+    foot_contact_points: np.ndarray | None = None  # (K, P, 3) m, link frames
+    foot_contact_parts: np.ndarray | None = None  # (F, K, P) bool, intended contact of each part
+    foot_contact_labels: list[str] = field(default_factory=list)  # (P,) e.g. ["heel", "toe"]; ["sole"] by default
 
     def __post_init__(self) -> None:
         self.fps = float(self.fps)
@@ -56,6 +62,21 @@ class Motion:
         if self.foot_contacts is None:
             self.foot_contacts = np.zeros((self.num_frames, len(self.foot_names)), dtype=bool)
         self.foot_contacts = np.asarray(self.foot_contacts, dtype=bool).reshape(self.num_frames, len(self.foot_names))
+        labels = [str(n) for n in self.foot_contact_labels]
+        if self.foot_contact_points is not None and labels == [SOLE_LABEL]:
+            self.foot_contact_points = self.foot_contact_parts = None  # the default part, as written by save()
+        if self.foot_contact_points is None:  # one part per foot (contact_points / contact_parts derive it)
+            self.foot_contact_parts, labels = None, []
+        else:
+            self.foot_contact_points = np.asarray(self.foot_contact_points, dtype=np.float32)
+            if self.foot_contact_points.ndim != 3:
+                raise MotionError(f"foot_contact_points must be (K, P, 3), got shape {self.foot_contact_points.shape}")
+            parts = self.foot_contact_points.shape[1]
+            if self.foot_contact_parts is None:
+                self.foot_contact_parts = np.repeat(self.foot_contacts[:, :, None], parts, axis=2)
+            self.foot_contact_parts = np.asarray(self.foot_contact_parts, dtype=bool)
+            labels = labels or [f"part{p}" for p in range(parts)]
+        self.foot_contact_labels = labels
 
     # -- sizes --------------------------------------------------------------
     @property
@@ -69,6 +90,29 @@ class Motion:
     @property
     def duration(self) -> float:
         return (self.num_frames - 1) / self.fps
+
+    # -- contact parts (schema 2) --------------------------------------------
+    def contact_points(self) -> np.ndarray:
+        """(K, P, 3) the parts of each foot that touch the ground, in its link frame; without parts (a point foot,
+        a schema-1 file) P = 1: the foot's contact point ``foot_offsets``."""
+        return self.foot_offsets[:, None, :] if self.foot_contact_points is None else self.foot_contact_points
+
+    def contact_parts(self) -> np.ndarray:
+        """(F, K, P) bool: which parts are down; without parts the foot's intended stance."""
+        return self.foot_contacts[:, :, None] if self.foot_contact_parts is None else self.foot_contact_parts
+
+    def contact_labels(self) -> list[str]:
+        """(P,) names of the parts (``["heel", "toe"]``), ``["sole"]`` without parts."""
+        return list(self.foot_contact_labels) if self.foot_contact_points is not None else [SOLE_LABEL]
+
+    def contact_points_flat(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """Every contact part as a point of its own: foot link names (K*P,), points (K*P, 3) in the link frames,
+        intended contact (F, K*P) and the index of each part's foot (K*P,); feet in order, parts within a foot."""
+        points, parts = self.contact_points(), self.contact_parts()
+        k, p = points.shape[:2]
+        names = [name for name in self.foot_names for _ in range(p)]
+        return (names, points.reshape(k * p, 3).astype(np.float64), parts.reshape(self.num_frames, k * p),
+                np.repeat(np.arange(k), p))
 
     # -- derived ------------------------------------------------------------
     def joint_vel(self) -> np.ndarray:
@@ -107,20 +151,29 @@ class Motion:
             root_pos=lerp(self.root_pos),
             root_quat=quat_slerp(self.root_quat[idx], self.root_quat[idx + 1], frac),
             foot_contacts=self.foot_contacts[nearest],
+            foot_contact_parts=None if self.foot_contact_parts is None else self.foot_contact_parts[nearest],
         )
 
     # -- checks -------------------------------------------------------------
     def validate(self, robot: Robot | None = None, source: str = "motion") -> None:
         """Raise MotionError / JointLimitError if the clip is malformed or leaves the robot's limits."""
         f, j = self.joint_pos.shape
-        expect = {"root_pos": (f, 3), "root_quat": (f, 4), "foot_contacts": (f, len(self.foot_names)),
-                  "foot_offsets": (len(self.foot_names), 3)}
+        k, p = len(self.foot_names), self.contact_points().shape[1]
+        expect = {"root_pos": (f, 3), "root_quat": (f, 4), "foot_contacts": (f, k), "foot_offsets": (k, 3)}
+        if self.foot_contact_points is not None:
+            expect.update(foot_contact_points=(k, p, 3), foot_contact_parts=(f, k, p))
         for name, shape in expect.items():
             if getattr(self, name).shape != shape:
                 raise MotionError(f"{source}: field '{name}' has shape {getattr(self, name).shape}, expected {shape}")
         if len(self.joint_names) != j:
             raise MotionError(f"{source}: 'joint_names' lists {len(self.joint_names)} joints "
                               f"but joint_pos has {j} columns")
+        if len(self.contact_labels()) != p:
+            raise MotionError(f"{source}: 'foot_contact_labels' names {len(self.contact_labels())} parts but "
+                              f"'foot_contact_points' has {p} per foot")
+        if k and (self.contact_parts().any(-1) != self.foot_contacts).any():
+            raise MotionError(f"{source}: 'foot_contacts' must be True exactly where some part of the foot is down "
+                              "('foot_contact_parts'); re-create the clip")
         if f < 1:
             raise MotionError(f"{source}: the clip has no frames")
         if not np.isfinite(self.fps) or self.fps <= 0:
@@ -156,8 +209,11 @@ class Motion:
             "foot_names": np.array(self.foot_names, dtype=str),
             "foot_offsets": self.foot_offsets,
             "foot_contacts": self.foot_contacts,
+            "foot_contact_points": self.contact_points(),
+            "foot_contact_parts": self.contact_parts(),
+            "foot_contact_labels": np.array(self.contact_labels(), dtype=str),
             "prompt": np.array(self.prompt),
-            "schema": np.int64(self.schema),
+            "schema": np.int64(MOTION_SCHEMA),  # written in today's layout, whatever file it was read from
         }
 
     def save(self, path: str | Path) -> Path:
@@ -178,6 +234,10 @@ class Motion:
             foot_contacts=data.get("foot_contacts"),
             prompt=str(data.get("prompt", "")),
             schema=int(data["schema"]),
+            # schema 1 files have no parts: one per foot, its contact point (Motion.__post_init__)
+            foot_contact_points=data.get("foot_contact_points"),
+            foot_contact_parts=data.get("foot_contact_parts"),
+            foot_contact_labels=list(data.get("foot_contact_labels", [])),
         )
         motion.validate(robot, source=str(path))
         return motion

@@ -30,11 +30,13 @@ moment, ``[n + c x f - p x f]_{x,y} = 0``, i.e. (for ``f_z > 0``)::
 ``p = c_xy - c_z a / |g|``.)
 
 **Support polygon** of a frame: the 2D convex hull (x, y) of the ground-contact points of the feet in intended
-stance. A foot link's contact points are its collision-geometry points (``akd_core.motion.metrics.geometry_points``;
-spheres and capsules by their lowest point ``centre - radius z``) that lie within ``SOLE_BAND_M`` (1 cm) of that
-foot's lowest point at that frame, so a flat sole gives its sole outline and a sphere or point foot one point. A
-foot link without collision geometry uses its contact point (``Motion.foot_offsets``). With one or two points (or
-collinear ones) the polygon is a point or a segment.
+stance. A foot's contact points are the collision-geometry points (``akd_core.motion.metrics.geometry_points``;
+spheres and capsules by their lowest point ``centre - radius z``) of its link (for a link without geometry: of the
+links welded to it by fixed joints, e.g. talos' sole frame on its ankle link) that lie within ``SOLE_BAND_M`` (1 cm)
+of that foot's lowest point at that frame, so a flat sole gives its sole outline (only its toe line once the heel has
+lifted) and a sphere or point foot one point. A foot without collision geometry uses its contact parts
+(``Motion.contact_points()``: the contact point ``foot_offsets``, or its heel and toe points). With one or two points
+(or collinear ones) the polygon is a point or a segment.
 
 **Margin** (m): signed distance from the CoP to the polygon's boundary, positive inside; for a point/segment
 polygon it is minus the distance to it (0 on it). Frames without a stance foot, or whose required vertical force
@@ -64,6 +66,7 @@ import torch
 
 from akd_core.io.errors import MotionError
 from akd_core.model.kinematics import ForwardKinematics
+from akd_core.model.legs import welded_links
 from akd_core.model.robot import Robot
 from akd_core.motion.clip import Motion
 from akd_core.motion.metrics import geometry_points
@@ -170,6 +173,7 @@ def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_ro
     frames = motion.num_frames
     geo_idx, geo_pts, geo_rad = geometry_points(robot)
     per_foot = []  # (F, P_k, 3) candidate ground-contact points of each foot
+    contact_points = motion.contact_points()  # (K, P, 3)
     for k, name in enumerate(motion.foot_names):
         try:
             li = robot.link_index(name)
@@ -177,9 +181,14 @@ def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_ro
             raise MotionError(f"reference foot '{name}' is not a link of robot '{robot.name}' ({exc}); regenerate "
                               "the clip for this robot") from exc
         own = geo_idx == li
-        local = geo_pts[own] if own.any() else motion.foot_offsets[k][None].astype(np.float64)
-        radius = geo_rad[own] if own.any() else np.zeros(1)
-        world = link_pos[:, li, None] + np.einsum("fij,pj->fpi", link_rot[:, li], local)
+        if not own.any():  # a sole frame welded to the link that carries the foot's geometry (talos)
+            own = np.isin(geo_idx, [robot.link_index(n) for n in welded_links(robot, name)])
+        if own.any():
+            links, local, radius = geo_idx[own], geo_pts[own], geo_rad[own]
+        else:
+            links, local, radius = np.full(contact_points.shape[1], li), contact_points[k].astype(np.float64), \
+                np.zeros(contact_points.shape[1])
+        world = link_pos[:, links] + np.einsum("fpij,pj->fpi", link_rot[:, links], local)
         world[..., 2] -= radius
         per_foot.append(world)
     polygons = []

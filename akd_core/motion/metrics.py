@@ -9,12 +9,17 @@ Definitions (per clip of F frames, K feet):
 
 - ``foot_skate_mps`` / ``foot_skate_max_mps``: mean / max horizontal speed of a foot's contact point
   between two consecutive frames in which that foot is in stance (intended contacts if given,
-  else derived ones).
+  else derived ones). With contact parts (``contact_points`` (K,P,3) and ``contact_parts`` (F,K,P), e.g. a
+  sole's heel and toe lines, schema 2 of ``reference.npz``) the speed is measured at the parts that are down
+  in both frames (derived: below ``contact_height_m``), so a foot rolling onto its toe does not count as skating
+  where its toe stays put.
 - ``penetration_m``: max depth below z = 0 of any geometry point of any link (box/mesh corners, cylinder
   rims; spheres and capsules exactly, by centre minus radius) and of every foot contact point; 0 if none.
-- ``swing_clearance_m``: mean over swing phases (runs of non-stance frames) of the foot's highest point.
-- ``contact_schedule_match``: fraction of (frame, foot) pairs where the derived contact (contact point
-  below ``contact_height_m``) equals the intended one (only when ``foot_contacts`` is given).
+- ``swing_clearance_m``: mean over swing phases (runs of non-stance frames) of the foot's highest point (of its
+  lowest contact part, with parts).
+- ``contact_schedule_match``: fraction of (frame, foot) pairs where the derived contact (contact point,
+  or the lowest of its contact parts, below ``contact_height_m``) equals the intended one (only when
+  ``foot_contacts`` is given).
 - ``joint_limit_violation_rad``: max excess over the URDF limits (0 when inside).
 - ``joint_velocity_ratio``: max |finite-difference joint velocity| / URDF velocity limit.
 - ``duty_factor``: mean stance fraction over feet; ``duty_factor_per_foot``: {foot: fraction}.
@@ -94,12 +99,15 @@ class _GeometryView:
 
 def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, fps: float,
                    foot_names: Sequence[str], foot_offsets: np.ndarray, foot_contacts: np.ndarray | None = None,
-                   contact_height_m: float = CONTACT_HEIGHT_M) -> dict[str, Any]:
+                   contact_height_m: float = CONTACT_HEIGHT_M, contact_points: np.ndarray | None = None,
+                   contact_parts: np.ndarray | None = None) -> dict[str, Any]:
     """Quality metrics of a clip (see the module docstring for each definition).
 
     root_pos (F,3) m, root_quat (F,4) xyzw, joint_pos (F,J) in ``robot.joint_names`` order, fps frames/s,
     foot_names (K,) link names, foot_offsets (K,3) contact points in the foot links' frames,
-    foot_contacts (F,K) bool intended stance or None (then derived from the contact-point height).
+    foot_contacts (F,K) bool intended stance or None (then derived from the contact-point height);
+    contact_points (K,P,3) the parts of each foot that touch the ground (heel, toe; ``Motion.contact_points()``)
+    and contact_parts (F,K,P) which are intended down, or None (derived from their heights).
     Returns a dict of plain floats (and ``duty_factor_per_foot``: {foot: float}).
     """
     root_pos = np.asarray(root_pos, dtype=np.float64)
@@ -121,11 +129,20 @@ def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, jo
             world = ForwardKinematics.transform_points(link_pos, link_rot, torch.as_tensor(idx), torch.as_tensor(pts))
             lowest = float((world[..., 2].numpy() - radius).min())
         feet = foot_positions(robot, link_pos, link_rot, foot_names, foot_offsets)  # (F, K, 3)
+        parts = None
+        if contact_points is not None:
+            cp = np.asarray(contact_points, dtype=np.float64)
+            if cp.ndim != 3 or cp.shape[0] != len(foot_names):
+                raise MotionError(f"motion_metrics: contact_points has shape {cp.shape}, expected "
+                                  f"({len(foot_names)}, P, 3)")
+            names = [n for n in foot_names for _ in range(cp.shape[1])]
+            parts = foot_positions(robot, link_pos, link_rot, names, cp.reshape(-1, 3)).reshape(
+                frames, cp.shape[0], cp.shape[1], 3)  # (F, K, P, 3)
     if feet.shape[1]:
         lowest = min(lowest, float(feet[..., 2].min()))
     out: dict[str, Any] = {"penetration_m": float(max(0.0, -lowest)) if np.isfinite(lowest) else 0.0}
     out.update(_joint_metrics(robot, joint_pos, fps))
-    out.update(_foot_metrics(feet, foot_names, foot_contacts, fps, contact_height_m))
+    out.update(_foot_metrics(feet, foot_names, foot_contacts, fps, contact_height_m, parts, contact_parts))
     out.update(_root_metrics(root_pos, root_quat, fps))
     return out
 
@@ -158,9 +175,12 @@ def _joint_metrics(robot: Robot, joint_pos: np.ndarray, fps: float) -> dict[str,
 
 
 def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np.ndarray | None, fps: float,
-                  contact_height_m: float) -> dict[str, Any]:
+                  contact_height_m: float, parts: np.ndarray | None = None,
+                  part_contacts: np.ndarray | None = None) -> dict[str, Any]:
+    """feet (F,K,3) contact points; parts (F,K,P,3) contact parts or None, part_contacts (F,K,P) or None."""
     frames, num_feet = feet.shape[:2]
-    derived = feet[..., 2] < contact_height_m  # (F, K)
+    height = feet[..., 2] if parts is None else parts[..., 2].min(-1)  # (F, K) the foot's lowest contact
+    derived = height < contact_height_m  # (F, K)
     out: dict[str, Any] = {}
     if foot_contacts is not None:
         foot_contacts = np.asarray(foot_contacts, dtype=bool)
@@ -175,11 +195,19 @@ def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np
         out.update(foot_skate_mps=0.0, foot_skate_max_mps=0.0, swing_clearance_m=0.0, duty_factor=0.0,
                    duty_factor_per_foot={})
         return out
-    speed = np.linalg.norm(np.diff(feet[..., :2], axis=0), axis=-1) * fps  # (F-1, K)
-    both = stance[1:] & stance[:-1]
+    if parts is None:
+        speed = np.linalg.norm(np.diff(feet[..., :2], axis=0), axis=-1) * fps  # (F-1, K)
+        both = stance[1:] & stance[:-1]
+    else:  # at the parts that are down in both frames
+        if part_contacts is None:
+            down = (parts[..., 2] < contact_height_m) & stance[..., None]
+        else:
+            down = np.asarray(part_contacts, dtype=bool).reshape(parts.shape[:3])
+        speed = np.linalg.norm(np.diff(parts[..., :2], axis=0), axis=-1) * fps  # (F-1, K, P)
+        both = down[1:] & down[:-1]
     out["foot_skate_mps"] = float(speed[both].mean()) if both.any() else 0.0
     out["foot_skate_max_mps"] = float(speed[both].max()) if both.any() else 0.0
-    out["swing_clearance_m"] = _swing_clearance(feet[..., 2], stance)
+    out["swing_clearance_m"] = _swing_clearance(height, stance)
     duty = stance.mean(axis=0)
     out["duty_factor"] = float(duty.mean())
     out["duty_factor_per_foot"] = {str(n): float(d) for n, d in zip(foot_names, duty)}

@@ -24,6 +24,20 @@ with ``K = (R + B~' P B~)^-1``, ``G_i = K B~' P I~``, ``G_x = K B~' P F~``, ``A_
 ``G_p(1) = -G_i``, ``X_1 = -A_c' P I~``, ``G_p(j) = K B~' X_{j-1}``, ``X_j = A_c' X_{j-1}``
 (``A~ = [[1, C A], [0, A]]``, ``B~ = [C B; B]``, ``I~ = [1; 0]``, ``F~ = [C A; A]``). The reference beyond the
 last sample is padded with its last value.
+
+**Varying CoM height** (:func:`com_for_zmp`, the human-like biped walk of :mod:`akd_core.motion.humanoid`, whose CoM
+rises and falls with the stride): the cart-table with a known height ``h(t)`` above the ground and vertical
+acceleration ``h''(t)`` has the ZMP ``p = c - h c'' / (g + h'')`` (the vertical force is ``m (g + h'')``; the
+pendulum's angular momentum about its CoM is neglected as before). For a known ``h(t)`` this is linear in the
+horizontal CoM path ``c``, so the optimal tracking problem over the whole horizon is one sparse linear least-squares
+problem (linear MPC solved once over the whole clip, Wieber 2006), in place of the recursive preview controller::
+
+    min_c  sum_k w_k (p_k - p_ref_k)^2 + R sum_k (jerk_k)^2,   c''_k = (c_{k+1} - 2 c_k + c_{k-1}) / dt^2
+
+with the same weights as the preview controller (``w = 1``, ``R = 1e-6``); with a constant height it gives the
+preview controller's CoM over an infinite preview. The start of the horizon has no initial condition: like the
+preview controller's pre-roll, the caller starts it early enough (stepping in place) that the clip sees a settled
+sway.
 """
 
 from __future__ import annotations
@@ -103,6 +117,56 @@ def preview_com(zmp_ref: np.ndarray, dt: float, z_c: float, preview_time: float 
     return (com, zmp) if np.ndim(zmp_ref) > 1 else (com[:, 0], zmp[:, 0])
 
 
+def com_for_zmp(zmp_ref: np.ndarray, dt: float, height: np.ndarray | float, height_acc: np.ndarray | float = 0.0,
+                jerk_weight: float = 1e-6, weight: np.ndarray | None = None) -> np.ndarray:
+    """Horizontal CoM (T,D) whose cart-table ZMP ``c - h c'' / (g + h'')`` tracks ``zmp_ref`` (T,D) (module
+    docstring, "Varying CoM height"). ``height`` (T,) or scalar m: the CoM height above the ground; ``height_acc``
+    (T,) or scalar m/s^2; ``weight`` (T,) per-sample weight of the ZMP error (default 1). Each column of
+    ``zmp_ref`` is an independent axis."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import spsolve
+
+    ref = np.asarray(zmp_ref, dtype=np.float64)
+    ref = ref[:, None] if ref.ndim == 1 else ref
+    steps = len(ref)
+    if steps < 5 or not dt > 0:
+        raise ValueError(f"com_for_zmp: needs >= 5 samples and dt > 0, got {steps} and {dt}")
+    h = np.broadcast_to(np.asarray(height, dtype=np.float64), (steps,))
+    hdd = np.broadcast_to(np.asarray(height_acc, dtype=np.float64), (steps,))
+    if np.any(GRAVITY + hdd <= 0.5 * GRAVITY):
+        raise ValueError("com_for_zmp: the CoM height accelerates downward at more than g/2; no cart-table ZMP")
+    w = np.ones(steps) if weight is None else np.asarray(weight, dtype=np.float64)
+    k = np.arange(1, steps - 1)
+    alpha = h[k] / (GRAVITY + hdd[k]) / dt ** 2
+    # ZMP rows at the interior samples: p_k = c_k - alpha_k (c_{k+1} - 2 c_k + c_{k-1})
+    rows = np.repeat(np.arange(len(k)), 3)
+    cols = np.stack([k - 1, k, k + 1], -1).ravel()
+    vals = np.stack([-alpha, 1 + 2 * alpha, -alpha], -1).ravel()
+    zmp_rows = sp.csr_matrix((vals, (rows, cols)), shape=(len(k), steps))
+    j = np.arange(steps - 3)
+    jerk_rows = sp.csr_matrix((np.tile([-1.0, 3.0, -3.0, 1.0], len(j)) / dt ** 3,
+                               (np.repeat(j, 4), (j[:, None] + np.arange(4)).ravel())), shape=(len(j), steps))
+    normal = (zmp_rows.T @ sp.diags(w[k]) @ zmp_rows + jerk_weight * jerk_rows.T @ jerk_rows).tocsc()
+    rhs = zmp_rows.T @ (w[k, None] * ref[k])
+    com = np.stack([spsolve(normal, rhs[:, d]) for d in range(ref.shape[1])], -1)
+    return com if np.ndim(zmp_ref) > 1 else com[:, 0]
+
+
+def cart_table_zmp(com: np.ndarray, dt: float, height: np.ndarray | float,
+                   height_acc: np.ndarray | float = 0.0) -> np.ndarray:
+    """The cart-table ZMP (T,D) of a horizontal CoM path ``com`` (T,D) at CoM height ``height`` (T,) or scalar
+    (central differences; the end samples repeat their neighbours' acceleration)."""
+    c = np.asarray(com, dtype=np.float64)
+    c2 = c[:, None] if c.ndim == 1 else c
+    acc = np.zeros_like(c2)
+    acc[1:-1] = (c2[2:] - 2 * c2[1:-1] + c2[:-2]) / dt ** 2
+    acc[0], acc[-1] = acc[1], acc[-2]
+    h = np.broadcast_to(np.asarray(height, dtype=np.float64), (len(c2),))
+    hdd = np.broadcast_to(np.asarray(height_acc, dtype=np.float64), (len(c2),))
+    p = c2 - (h / (GRAVITY + hdd))[:, None] * acc
+    return p if c.ndim > 1 else p[:, 0]
+
+
 def zmp_reference(feet: np.ndarray, contacts: np.ndarray) -> np.ndarray:
     """ZMP reference (T,2) from contact points ``feet`` (T,K,3) and intended stance ``contacts`` (T,K) on a uniform
     time grid (module docstring): the stance foot in single support, a smoothstep transfer from the trailing to
@@ -142,4 +206,4 @@ def _run_position(flags: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["PreviewGains", "preview_gains", "preview_com", "zmp_reference"]
+__all__ = ["PreviewGains", "preview_gains", "preview_com", "com_for_zmp", "cart_table_zmp", "zmp_reference"]
