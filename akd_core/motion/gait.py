@@ -50,6 +50,8 @@ from akd_core.model.robot import Robot
 from akd_core.model.spatial import yaw_matrix, yaw_quat
 from akd_core.motion.clip import Motion
 from akd_core.motion.feasibility import centroidal_wrench, feasibility_summary
+from akd_core.motion.humanoid import HumanoidBody, WalkRequest, generate_walk, humanoid_body
+from akd_core.motion.ik import LegIK
 from akd_core.motion.metrics import geometry_points
 from akd_core.motion.zmp import preview_com, zmp_reference
 
@@ -74,6 +76,7 @@ MAX_ATTEMPTS = 8
 MAX_CADENCE_GAIN = 1.6
 COP_ACCEPT = 0.95  # a balanced biped walk with quicker steps must keep its CoP inside the support this often
 ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.motion.zmp); False = the level body path
+HUMAN_WALK = True  # biped walks of robots with human-like legs: akd_core.motion.humanoid (False: the crouched ZMP walk)
 ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
 ZMP_PREVIEW = 1.6  # s, preview horizon
 ZMP_PREROLL = 2.0  # s of stepping in place simulated before the clip, so the clip starts on a settled sway
@@ -176,167 +179,6 @@ class Stance:
     stride_room: float  # m, the smallest fore-aft range a foot can reach on the ground from this pose
 
 
-class _LegIK:
-    """Task-priority damped least squares IK of the feet for given root poses, all frames and legs at once.
-
-    Priority 1: contact points on their targets (3 rows per foot); 2: foot orientations (3 rows per foot,
-    in the null space of 1: only legs with spare joints keep their soles flat); 3: stay near a reference
-    posture (null space of 1 and 2). Legs are independent once the root pose is given, so every matrix is
-    per leg (at most a few joints): (F, K, rows, n). Steps are projected onto the joint limits.
-    """
-
-    def __init__(self, robot: Robot, legs: Sequence[Leg]):
-        self.fk = ForwardKinematics(robot).double()
-        self.foot_idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
-        self.num_dofs = robot.num_dofs
-        dof = {n: i for i, n in enumerate(robot.joint_names)}
-        joints = {j.name: j for j in robot.joints}
-        width = max(len(leg.joint_names) for leg in legs)
-        index = np.zeros((len(legs), width), dtype=np.int64)
-        valid = np.zeros((len(legs), width))
-        child = np.zeros((len(legs), width), dtype=np.int64)
-        axis = np.zeros((len(legs), width, 3))
-        prismatic = np.zeros((len(legs), width), dtype=bool)
-        for k, leg in enumerate(legs):
-            for n, name in enumerate(leg.joint_names):
-                index[k, n], valid[k, n] = dof[name], 1.0
-                child[k, n] = robot.link_index(joints[name].child)
-                axis[k, n] = joints[name].axis
-                prismatic[k, n] = joints[name].type == "prismatic"
-        self.dof_index, self.valid = torch.as_tensor(index), torch.as_tensor(valid)  # (K, n)
-        self.child_idx, self.axis = torch.as_tensor(child), torch.as_tensor(axis)  # (K, n), (K, n, 3)
-        self.prismatic = torch.as_tensor(prismatic)[..., None]  # (K, n, 1)
-        # legs with spare joints keep their feet's orientation (flat soles); 3-joint legs only place the foot
-        self.orient_legs = torch.as_tensor([float(len(leg.joint_names) > 3) for leg in legs], dtype=torch.float64)
-        self.lower = torch.as_tensor(robot.lower, dtype=torch.float64).clamp(min=-1e3)
-        self.upper = torch.as_tensor(robot.upper, dtype=torch.float64).clamp(max=1e3)
-
-    def feet(self, root_pos: torch.Tensor, root_quat: torch.Tensor, q: torch.Tensor, offsets: torch.Tensor):
-        link_pos, link_rot = self.fk(root_pos, root_quat, q)
-        pts = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, offsets)
-        return link_pos, link_rot, pts
-
-    def solve(self, root_pos: np.ndarray, root_quat: np.ndarray, q_init: np.ndarray, q_ref: np.ndarray,
-              offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray | None = None,
-              centres: np.ndarray | None = None, radius: np.ndarray | None = None,
-              iterations: int = 100, damping: float = 1e-6) -> tuple[np.ndarray, float]:
-        """Joint angles putting each foot's contact point on its target.
-
-        root_pos (F,3), root_quat (F,4), q_init (F,J), q_ref (J,), offsets (K,3) contact points in the foot
-        frames, targets (F,K,3), target_rot (F,K,3,3) or None. Spherical feet (centres (K,3) in the foot
-        frames, radius (K,)): the contact point's x, y and the sphere centre's height (target z + radius) are
-        solved for, so a rolling sphere neither slides nor sinks. Returns joint_pos (F,J) within the limits and
-        the max target error (m).
-        """
-        t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
-        root_pos, root_quat, q, q_ref = t(root_pos), t(root_quat), t(q_init).clone(), t(q_ref)
-        offsets, targets = t(offsets), t(targets)
-        centres = offsets if centres is None else t(centres)
-        lift = torch.zeros(len(offsets), dtype=torch.float64) if radius is None else t(radius)
-        target_rot = None if target_rot is None else t(target_rot)
-        with torch.no_grad():
-            lower, upper = self.lower[self.dof_index], self.upper[self.dof_index]  # (K, n)
-            active = torch.arange(q.shape[0])  # frames still moving
-            for _ in range(iterations):
-                if len(active) == 0:
-                    break
-                q_act = q[active]
-                link_pos, link_rot, e_pos, jp = self._position_task(root_pos[active], root_quat[active], q_act,
-                                                                    offsets, centres, targets[active], lift)
-                jr = e_rot = None
-                if target_rot is not None:
-                    rot = link_rot[:, self.foot_idx]  # (F, K, 3, 3)
-                    e_rot = 0.5 * torch.cross(rot, target_rot[active], dim=-2).sum(-1)  # (F, K, 3) rotation vector
-                    jr = self._jacobians(link_pos, link_rot, None)[1]  # (F, K, 3, n)
-                q_leg = q_act[:, self.dof_index]  # (F, K, n)
-                posture = (q_ref - q_act)[:, self.dof_index] * self.valid
-                # active set: a joint at a limit that the step pushes further out is taken out of the tasks,
-                # so the other joints of the leg do the work (one re-solve per iteration is enough here)
-                free = self.valid.expand_as(q_leg)
-                for _ in range(2):
-                    step, step_pos = self._priority_step(jp, e_pos, jr, e_rot, posture, free, damping)
-                    # blocked: at a limit, pushed outward, and not wanted back inward by the position task
-                    # (orientation alone must not lock a joint the feet need)
-                    at_lo, at_hi = q_leg <= lower + 1e-9, q_leg >= upper - 1e-9
-                    blocked = (at_lo & (step < 0) & (step_pos <= 0)) | (at_hi & (step > 0) & (step_pos >= 0))
-                    if not bool(blocked.any()):
-                        break
-                    free = free * (~blocked)
-                step = step * free
-                biggest = step.abs().amax(-1, keepdim=True)  # per leg: one stuck leg must not slow the others
-                step = step * torch.clamp(0.3 / (biggest + 1e-12), max=1.0)
-                full = torch.zeros_like(q_act).index_add_(1, self.dof_index.flatten(), step.flatten(1))
-                q_new = torch.minimum(torch.maximum(q_act + full, self.lower), self.upper)
-                moved = (q_new - q_act).abs().amax(-1)
-                q[active] = q_new
-                active = active[moved > 1e-8]
-            e_pos = self._position_task(root_pos, root_quat, q, offsets, centres, targets, lift)[2]
-            self.frame_errors = e_pos.norm(dim=-1).amax(-1).numpy()  # (F,) of the last solve
-        return q.numpy(), float(self.frame_errors.max(initial=0.0))
-
-    def _priority_step(self, jp: torch.Tensor, e_pos: torch.Tensor, jr: torch.Tensor | None,
-                       e_rot: torch.Tensor | None, posture: torch.Tensor, free: torch.Tensor,
-                       damping: float) -> torch.Tensor:
-        """One task-priority step (F, K, n): position, then orientation, then posture, using ``free`` joints.
-
-        Returns the step and its position-task part (both (F, K, n))."""
-        cols = free[..., None, :]  # (F, K, 1, n)
-        jp = jp * cols
-        eye = torch.eye(jp.shape[-1], dtype=jp.dtype)
-        pinv_p = _damped_pinv(jp, damping)  # (F, K, n, 3)
-        step = step_pos = (pinv_p @ e_pos[..., None]).squeeze(-1)
-        null = eye - pinv_p @ jp  # (F, K, n, n)
-        if jr is not None and e_rot is not None:
-            jr = jr * cols
-            jr_null = jr @ null
-            # strong damping: directions the position task leaves only through its own damping residue
-            # (a 3-joint leg has no real null space) must not fight it
-            pinv_r = _damped_pinv(jr_null, 1e-2) * self.orient_legs[:, None, None]
-            step = step + (pinv_r @ (e_rot - (jr @ step[..., None]).squeeze(-1))[..., None]).squeeze(-1)
-            null = null - pinv_r @ jr_null
-        return step + 0.1 * (null @ (posture * free)[..., None]).squeeze(-1), step_pos
-
-    def _position_task(self, root_pos, root_quat, q, offsets, centres, targets, lift):
-        """Contact-point x, y and centre z errors (F,K,3) and their Jacobian (F,K,3,n), with the link poses."""
-        link_pos, link_rot, pts = self.feet(root_pos, root_quat, q, offsets)
-        ctr = ForwardKinematics.transform_points(link_pos, link_rot, self.foot_idx, centres)
-        e_pos = torch.cat([targets[..., :2] - pts[..., :2], (targets[..., 2] + lift - ctr[..., 2])[..., None]], -1)
-        jac_pts = self._jacobians(link_pos, link_rot, pts)[0]
-        jac_ctr = self._jacobians(link_pos, link_rot, ctr)[0]
-        return link_pos, link_rot, e_pos, torch.cat([jac_pts[:, :, :2], jac_ctr[:, :, 2:]], 2)
-
-    def _jacobians(self, link_pos: torch.Tensor, link_rot: torch.Tensor, pts: torch.Tensor | None):
-        """d(point)/dq and d(foot orientation)/dq per leg, each (F, K, 3, n); pts (F,K,3) or None (foot origins)."""
-        rot = link_rot[:, self.child_idx]  # (F, K, n, 3, 3)
-        axis_world = (rot @ self.axis[None, ..., None]).squeeze(-1)  # (F, K, n, 3)
-        origin = link_pos[:, self.child_idx]  # (F, K, n, 3)
-        if pts is None:
-            pts = link_pos[:, self.foot_idx]
-        lever = pts[:, :, None, :] - origin
-        lin = torch.where(self.prismatic, axis_world, torch.cross(axis_world, lever, dim=-1))
-        ang = torch.where(self.prismatic, torch.zeros_like(axis_world), axis_world)
-        m = self.valid[None, :, :, None]
-        return (lin * m).transpose(-1, -2), (ang * m).transpose(-1, -2)
-
-
-def _damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
-    """Damped pseudo-inverse J^T (J J^T + damping I)^-1 of a batch (..., 3, n) -> (..., n, 3)."""
-    gram = jac @ jac.transpose(-1, -2) + damping * torch.eye(3, dtype=jac.dtype)
-    return jac.transpose(-1, -2) @ _inverse3(gram)
-
-
-def _inverse3(m: torch.Tensor) -> torch.Tensor:
-    """Closed-form inverse of a batch of 3x3 matrices (..., 3, 3) (much faster than batched LU at this size)."""
-    a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
-    d, e, f = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
-    g, h, i = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
-    co = torch.stack([e * i - f * h, c * h - b * i, b * f - c * e,
-                      f * g - d * i, a * i - c * g, c * d - a * f,
-                      d * h - e * g, b * g - a * h, a * e - b * d], -1).reshape(m.shape)
-    det = a * co[..., 0, 0] + b * co[..., 1, 0] + c * co[..., 2, 0]
-    return co / det[..., None, None]
-
-
 def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
     """Dof indices of the leg joints whose axis at rest is mostly lateral (knee-like), root side first."""
     joints = {j.name: j for j in robot.joints}
@@ -356,7 +198,7 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
     one batch; per leg the better bend is kept, and the first crouch whose legs all stay MIN_MARGIN (of each
     joint's range) away from their limits wins (else the one with the largest margin).
     """
-    ik = _LegIK(robot, legs)
+    ik = LegIK(robot, legs)
     zero = np.zeros(robot.num_dofs)
     quat0 = np.array([[0.0, 0.0, 0.0, 1.0]])
     offsets = np.array([leg.foot_offset for leg in legs])
@@ -426,14 +268,14 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
                   centres=centres, stride_room=float(rooms[best]))
 
 
-def _foot_errors(ik: _LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
+def _foot_errors(ik: LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
                  targets: np.ndarray) -> np.ndarray:
     """Distance (F,K) of each contact point from its target."""
     reached = ik.feet(torch.as_tensor(root), torch.as_tensor(quat), torch.as_tensor(q), torch.as_tensor(offsets))[2]
     return np.linalg.norm(reached.numpy() - targets, axis=-1)
 
 
-def _reach_intervals(ik: _LegIK, heights: Sequence[float], poses: np.ndarray, offsets: np.ndarray,
+def _reach_intervals(ik: LegIK, heights: Sequence[float], poses: np.ndarray, offsets: np.ndarray,
                      feet_body: np.ndarray, foot_rot: np.ndarray, leg_length: float) -> tuple[np.ndarray, np.ndarray]:
     """For stance candidates at ``heights`` (H,) with joint poses (H,J): the fore-aft shift (H,K) that centres
     each foot in the range it can reach on the ground, and the narrowest range (H,) over the legs (m; probed by
@@ -544,11 +386,8 @@ def speed_for_level(pattern: str, legs: Sequence[Leg], leg_length: float, level:
     return froude_speed(froude, leg_length)
 
 
-def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpec:
-    """A copy of ``spec`` with every ``None`` filled in from the pattern table and the robot's size."""
-    key = pattern_key(spec.pattern, len(legs))
-    table = PATTERNS[key]
-    length = stance.leg_length
+def _check_spec(spec: GaitSpec, length: float) -> float:
+    """ConfigError for a speed, turn rate or duty factor no gait can have; the Froude number of the speed."""
     if not np.isfinite(spec.speed) or spec.speed < 0:
         raise ConfigError(f"gait speed must be a number >= 0 m/s (use direction=pi to walk backward), "
                           f"got {spec.speed}")
@@ -560,9 +399,18 @@ def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpe
             f"{froude_speed(MAX_FROUDE, length):.2f} m/s")
     if not np.isfinite(spec.turn_rate):
         raise ConfigError(f"turn_rate must be a finite number of rad/s, got {spec.turn_rate}")
+    if spec.duty_factor is not None and not 0.05 <= float(spec.duty_factor) <= 0.95:
+        raise ConfigError(f"duty_factor must be in [0.05, 0.95], got {spec.duty_factor}")
+    return froude
+
+
+def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpec:
+    """A copy of ``spec`` with every ``None`` filled in from the pattern table and the robot's size."""
+    key = pattern_key(spec.pattern, len(legs))
+    table = PATTERNS[key]
+    length = stance.leg_length
+    froude = _check_spec(spec, length)
     duty = table.duty_factor if spec.duty_factor is None else float(spec.duty_factor)
-    if not 0.05 <= duty <= 0.95:
-        raise ConfigError(f"duty_factor must be in [0.05, 0.95], got {duty}")
     reach = max(float(np.linalg.norm(stance.feet_body[:, :2], axis=-1).max()), 1e-3)
     sweep_speed = spec.speed + abs(spec.turn_rate) * reach  # foot speed relative to the hip in stance
     frequency = spec.frequency
@@ -670,6 +518,7 @@ class GaitResult:
     spec: GaitSpec
     ik_error_m: float
     joint_velocity_ratio: float
+    figures: dict[str, Any] = field(default_factory=dict)  # human-like walks: pelvis height, roll angles, ...
 
 
 def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
@@ -698,6 +547,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     if not np.isfinite(fps) or fps <= 0:
         raise ConfigError(f"fps must be a positive number, got {fps}")
     legs = list(find_legs(robot) if legs is None else legs)
+    if HUMAN_WALK and ZMP_BALANCE and pattern_key(spec.pattern, len(legs)) == "biped_walk" and spec.body_height is None:
+        body = humanoid_body(robot, legs)
+        if body is not None:
+            return _human_walk(robot, spec, legs, body, duration, fps, prompt, slow_down, max_velocity_ratio)
     stance = stance_pose(robot, legs, spec.body_height)
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
@@ -769,6 +622,36 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
 
 
+def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: HumanoidBody, duration: float, fps: float,
+                prompt: str, slow_down: bool, max_velocity_ratio: float) -> GaitResult:
+    """A biped walk of a robot with human-like legs: :mod:`akd_core.motion.humanoid` (heel strike and toe-off,
+    near-straight knees, arm swing, pelvis yaw)."""
+    _check_spec(spec, body.straight_height)
+    request = WalkRequest(speed=float(spec.speed), direction=float(spec.direction), turn_rate=float(spec.turn_rate),
+                          ramp_time=float(spec.ramp_time), frequency=spec.frequency, duty_factor=spec.duty_factor,
+                          step_height=spec.step_height, phase_offsets=spec.phase_offsets)
+    result = generate_walk(robot, legs, body, request, lambda walk: (lambda t: body_path(walk, t)), duration, fps,
+                           prompt, max_velocity_ratio=max_velocity_ratio, slow_down=slow_down)
+    walk, notes = result.gait, list(spec.notes)
+    for note in walk.notes:
+        log.warning(note) if note.startswith("walk at") else log.info(note)
+        notes.append(note)
+    if result.ik_error_m > IK_ACCEPT_BALANCED:
+        message = (f"human-like walk at {walk.speed:.2f} m/s: the feet miss their targets by "
+                   f"{result.ik_error_m * 1e3:.1f} mm within the joint limits")
+        if not slow_down:
+            raise MotionError(f"{message}; ask for a slower walk")
+        log.warning(message)
+        notes.append(f"warning: {message}")
+    resolved = dataclasses.replace(
+        spec, speed=walk.speed, turn_rate=walk.turn_rate, frequency=walk.frequency, duty_factor=walk.duty_factor,
+        step_length=walk.speed / walk.frequency, step_height=walk.step_height,
+        body_height=float(result.motion.root_pos[:, 2].mean()), bounce=0.0,
+        phase_offsets={leg.label: float(p) for leg, p in zip(legs, walk.phases)}, notes=notes)
+    return GaitResult(motion=result.motion, spec=resolved, ik_error_m=result.ik_error_m,
+                      joint_velocity_ratio=result.joint_velocity_ratio, figures=result.figures)
+
+
 def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
            prompt: str) -> tuple[Motion, float]:
     frames = int(round(duration * fps)) + 1
@@ -776,7 +659,7 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
     traj = foot_targets(spec, stance, times)
     root_quat = yaw_quat(traj["yaw"])
     target_rot = yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]  # (F, K, 3, 3)
-    ik = _LegIK(robot, stance.legs)
+    ik = LegIK(robot, stance.legs)
     offsets = np.array([leg.foot_offset for leg in stance.legs])
     q_init = np.tile(stance.joint_pos, (frames, 1))
     radius = np.array([leg.contact_radius for leg in stance.legs])
@@ -843,7 +726,7 @@ def _sole_bias(robot: Robot, stance: Stance, link_pos: np.ndarray, link_rot: np.
     return out
 
 
-def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: _LegIK, times: np.ndarray,
+def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: LegIK, times: np.ndarray,
                    root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray,
                    targets: np.ndarray, target_rot: np.ndarray,
                    radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -913,7 +796,7 @@ def _multibody_zmp(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray, dt:
                      com[:, 1] - (com[:, 2] * force[:, 1] - moment[:, 0]) / fz], -1)
 
 
-def _repair_by_continuation(ik: _LegIK, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
+def _repair_by_continuation(ik: LegIK, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
                             stance: Stance, offsets: np.ndarray, targets: np.ndarray, target_rot: np.ndarray,
                             radius: np.ndarray, passes: int = 12) -> tuple[np.ndarray, float]:
     """Frames whose IK (started from the stance pose) stalled in a poor local solution are solved again from

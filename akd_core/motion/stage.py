@@ -61,9 +61,11 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
         config["notes"] = notes + [n for n in result.spec.notes if n not in notes]
         run.set_stage("gait", config=config)
         quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
-                                 motion.foot_names, motion.foot_offsets, motion.foot_contacts)
+                                 motion.foot_names, motion.foot_offsets, motion.foot_contacts,
+                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
         metrics.update(quality)
         metrics.update(ik_foot_error_m=result.ik_error_m, speed_command_mps=result.spec.speed,
                        frequency_hz=result.spec.frequency, num_frames=motion.num_frames)
+        metrics.update({f"walk_{k}": float(v) for k, v in result.figures.items()})  # human-like walks
         metrics.update(feasibility_summary(robot, motion))  # CoP vs support polygon, residual wrench
     return metrics

@@ -1,0 +1,981 @@
+"""Human-like biped walks (``akd gait`` on a humanoid, issue 31): heel strike and toe-off, near-straight stance knees
+with a CoM that rises and falls with the stride, arm swing and pelvis yaw, at the asked speed, in seconds.
+
+The gait library (:mod:`akd_core.motion.gait`) hands biped walks of robots with human-like legs to
+:func:`generate_walk`. Human-like (:func:`humanoid_body`): two legs whose zero pose is straight and vertical, with
+exactly three pitch joints each (hip, knee, ankle: axes lateral in the zero pose), a knee that flexes at least a
+radian, and a flat sole at least ``MIN_SOLE_LENGTH`` long (the geometry of the foot link, or of the links welded to
+it). Other bipeds (the ostrich, point-footed bolt) keep the crouched ZMP walk of the gait library.
+
+How a clip is made (docs/gait.md, "Human-like biped walks"):
+
+1. **Feet.** Leg ``k`` is in stance while ``frac(f t + phase_k) < duty`` (``HUMAN_DUTY``). Each stance has one flat
+   pose of its sole (the body pose at mid-stance composed with the zero-pose foot position, on the ground), and the
+   foot rolls: it lands on its heel line pitched up ``heel_strike`` rad, rolls flat about that line during the first
+   ``LEAD_FLAT`` of the double support, stays flat through single support (a rigid sole on one edge is a line
+   contact with no room for the CoP), and rolls onto its toe line from ``TRAIL_HEEL_OFF`` of the next double
+   support on, leaving the ground pitched down ``toe_off`` rad. Rolls are minimum-jerk (zero pitch rate and
+   acceleration at both ends), so a foot touches down and lifts off at rest; the roll angles are capped so the
+   roll's pitch rate stays within ``ROLL_RATE_USE`` of the ankle's allowed speed. The swing is a minimum-jerk path
+   of the sole centre, pitch and yaw between the lift-off and touch-down poses, lifted by ``step_height``
+   (``16 tau^2 (1 - tau)^2``). The clip records which part is down (``Motion.foot_contact_parts``: heel, toe).
+2. **Height.** The pelvis height is the highest the legs allow (:func:`reach_cap`): per stance leg
+   ``z_root <= z_ankle + sqrt(l^2 - d^2) - z_hip`` (``l`` the hip-ankle distance from the thigh and shank lengths
+   with the knee bent ``KNEE_MIN_DEG``, rising to ``KNEE_PUSH_OFF_DEG`` over the toe roll; ``d`` the horizontal
+   hip-ankle distance), and the same for a leg in terminal swing reaching for the ground; a smooth fit below that
+   cap (:func:`smooth_below`) makes the body vault over the stance leg and dip in double support. A swing foot whose
+   path would leave its reach from that pelvis is lifted instead (:func:`lift_swing`; the swing knee stays at
+   least as bent as at toe-off until it straightens for touch-down).
+3. **Upper body.** Pelvis yaw ``-PELVIS_YAW sqrt(Fr / 0.25) cos(2 pi (f t + phase_L))`` (the swing side's hip
+   forward), the waist yaw joint counter-rotating ``WAIST_COUNTER`` times it, and each arm's sagittal shoulder joint
+   (found by its axis, :func:`humanoid_body`) swinging opposite to its own leg with a peak-to-peak
+   ``min(ARM_SWING_MAX, ARM_SWING_PER_FROUDE sqrt(Fr))`` (speed-scaled; ramped in with the speed), the elbow
+   relaxed to ``ELBOW_REST`` and flexing a little more on the forward swing.
+4. **Balance.** The ZMP reference follows the rolling contact (:func:`zmp_plan`): in single support it runs along the
+   flat sole from ``ZMP_REAR`` of its half length behind the centre to ``ZMP_FRONT`` ahead, in double support it moves
+   (smoothstep) from the trailing foot's front point to the leading foot's rear point; laterally it is moved toward
+   the body by ``ZMP_INWARD`` of the sole's half width. The horizontal CoM comes from the cart-table with the
+   planned, varying CoM height (:func:`akd_core.motion.zmp.com_for_zmp`, one least-squares solve over the clip with
+   2 s of stepping in place before it and 1.6 s of walking after it); the root follows (IK, FK of the whole-body
+   CoM, shift: two iterations), then the multibody ZMP (centroidal dynamics of every link, arms and pelvis yaw
+   included) minus the reference is corrected the same way (Kajita 2003's second stage), again while its mean error
+   improves by a fifth (at most ``ZMP_CORRECTIONS_MAX`` times, or until it is below ``ZMP_TOLERANCE``): the swinging
+   legs' angular momentum alone moves g1's ZMP by ~10 cm.
+5. **Cadence and speed before the solve.** The cadence is Alexander's stride for the asked speed, raised (shorter
+   steps at the same speed) until one steady cycle's predicted pelvis height and stance knee meet ``TARGET_HEIGHT``
+   and ``TARGET_KNEE_DEG`` (:func:`predict_cycle`: the reach model of step 2, no IK). A one-cycle IK probe measures
+   the joint speeds there; if a joint would pass its velocity limit, the highest lower cadence that keeps every
+   joint within it is taken (bisection over the same candidates). Only a speed that no cadence keeps within the
+   limits is lowered (by the factor the probe measures, the cadence chosen again), with a note naming the joint and
+   its limit. Then the clip is solved once (time-scaled and solved again only if the full clip still passes a limit
+   the probe missed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from akd_core.model.legs import Leg, chain_joints, rest_link_poses, welded_links
+from akd_core.model.robot import Robot
+from akd_core.model.spatial import yaw_quat
+from akd_core.motion.clip import Motion
+from akd_core.motion.feasibility import centroidal_wrench
+from akd_core.motion.ik import LegIK
+from akd_core.motion.metrics import geometry_points
+from akd_core.motion.zmp import com_for_zmp
+
+log = logging.getLogger("akd.gait")
+
+GRAVITY = 9.81
+CONTACT_LABELS = ("heel", "toe")  # the parts of a foot in ``Motion.foot_contact_parts``
+HEEL, TOE = 0, 1
+MIN_SOLE_LENGTH = 0.08  # m: shorter soles have no heel and toe to roll on
+SOLE_BAND = 0.01  # m: geometry within this height of a foot's lowest point is its sole
+STRAIGHT_TOLERANCE_DEG = 10.0  # a zero-pose leg this close to straight and vertical counts as straight
+HUMAN_DUTY = 0.62  # stance fraction (a person walking: 0.6-0.62)
+STEP_HEIGHT = 0.05  # swing lift of the sole centre above its heel-to-toe path, in straight-legged heights
+HEEL_STRIKE_RAD = 0.25  # sole pitched up at heel strike (at most; a person: ~0.2-0.3)
+TOE_OFF_RAD = 0.5  # sole pitched down at toe-off (at most; a person: ~0.5-0.7)
+ROLL_RATE_USE = 0.5  # a foot roll's peak pitch rate may use this much of the ankle's allowed speed
+LEAD_FLAT = 0.5  # fraction of the double support after which the leading foot is flat
+TRAIL_HEEL_OFF = 0.35  # fraction of the double support at which the trailing heel lifts (the ZMP is past its toes)
+KNEE_MIN_DEG = 8.0  # the stance knee is kept at least this bent (a straight knee is a singular IK)
+KNEE_PUSH_OFF_DEG = 25.0  # ... and this bent at toe-off (a person: ~35-40 deg)
+HEIGHT_MARGIN = 0.004  # m kept below the reach cap (IK of the real leg vs the planar thigh-shank model)
+HEIGHT_STIFFNESS = 1e-5  # weight of the pelvis height's squared vertical acceleration (per second of clip)
+HEIGHT_PULL = 1e-2  # weight pulling the pelvis height up toward the reach cap where it is below it
+HEIGHT_PUSH = 1e4  # weight pushing it down where it is above
+TARGET_HEIGHT = 0.95  # a cycle's mean pelvis height, of the straight-legged height, the cadence aims for
+TARGET_KNEE_DEG = 22.0  # a cycle's predicted mean stance knee angle the cadence aims for
+MAX_CADENCE_GAIN = 1.6  # the cadence may rise to this multiple of Alexander's
+ZMP_REAR, ZMP_FRONT = 0.3, 0.6  # single-support ZMP from 30 % of the half sole behind its centre to 60 % ahead
+ZMP_INWARD = 0.5  # the ZMP reference moves toward the body by this much of the sole's half width
+ZMP_DT = 0.005  # s, grid of the first (cart-table) stage
+ZMP_PREROLL = 2.0  # s of stepping in place before the clip
+ZMP_PREVIEW = 1.6  # s of walking after the clip
+ZMP_ITERATIONS = 2  # root-shift / IK fixed-point iterations per stage
+ZMP_CORRECTIONS_MAX = 6  # multibody-ZMP correction stages, at most (fewer once the error stops improving)
+ZMP_TOLERANCE = 0.005  # m: mean multibody-ZMP error at which the corrections stop
+ARM_SWING_PER_FROUDE = math.radians(80.0)  # arm swing peak-to-peak per sqrt(Froude number)
+ARM_SWING_MAX = math.radians(45.0)
+ARM_SWING_IN_PLACE = 0.3  # fraction of the arm swing kept while stepping in place (before the speed ramps in)
+ELBOW_REST = 0.3  # rad: the elbow's flexion while walking (relaxed arms hang slightly bent)
+ELBOW_SWING = 0.3  # extra elbow flexion on the forward swing, per rad of shoulder swing amplitude
+PELVIS_YAW = 0.10  # rad of pelvis yaw amplitude at Froude 0.25 (scaled by sqrt(Fr / 0.25)); a person: ~0.07
+WAIST_COUNTER = 1.5  # the waist yaw joint turns the chest back by this many times the pelvis yaw
+JOINT_MARGIN = 0.02  # rad kept from the joint limits by the planned upper-body joints
+
+
+# ----------------------------------------------------------------------------- the body
+@dataclass(frozen=True)
+class Sole:
+    """One foot's sole. Points in the foot link's frame (``*_link``) and in the sole frame (``*_sole``: origin on the
+    ground at the sole's centre, axes as the world's in the zero pose: x forward, z up)."""
+
+    centre_link: np.ndarray  # (3,) the sole centre on the ground (the clip's foot_offset)
+    heel_link: np.ndarray  # (3,) the heel line's middle: the foot rolls about it at heel strike
+    toe_link: np.ndarray  # (3,) the toe line's middle (toe-off)
+    heel_sole: np.ndarray  # (3,)
+    toe_sole: np.ndarray  # (3,)
+    ankle_sole: np.ndarray  # (3,) the ankle pitch joint
+    link_rot: np.ndarray  # (3, 3) the foot link's orientation in the sole frame
+    half_length: float  # m, heel line to centre (= centre to toe line)
+    half_width: float  # m
+    pivot_radius: float  # m: pivots of spherical sole elements are sphere centres, this far above the ground
+
+
+@dataclass(frozen=True)
+class Arm:
+    """An arm that swings: its sagittal shoulder joint and (optional) elbow, as dof indices with directions."""
+
+    side: int  # +1 left, -1 right
+    shoulder: int  # dof index
+    forward: float  # +1 / -1: the sign of the shoulder angle that swings the arm forward
+    elbow: int | None  # dof index
+    flex: float  # +1 / -1: the sign of the elbow angle that flexes it
+    elbow_rest: float  # rad of flexion added to the zero pose's (negative: the zero pose is more bent)
+
+
+@dataclass(frozen=True)
+class HumanoidBody:
+    """What the human-like walk needs to know of a robot (:func:`humanoid_body`); per leg k (legs' order)."""
+
+    soles: tuple[Sole, ...]
+    hip_root: np.ndarray  # (K, 3) the hip pitch axis at the ankle's lateral position, in the root frame
+    thigh: np.ndarray  # (K,) m, sagittal hip-knee distance
+    shank: np.ndarray  # (K,) m, sagittal knee-ankle distance
+    straight_height: float  # m, root height standing on straight legs (the zero pose), soles flat on z = 0
+    nominal: np.ndarray  # (K, 2) sole centres relative to the root in the zero pose (body frame)
+    knee: np.ndarray  # (K,) dof index of the knee
+    knee_flex: np.ndarray  # (K,) +1 / -1: the sign of the knee angle that flexes it
+    ankle: np.ndarray  # (K,) dof index of the ankle pitch joint
+    arms: tuple[Arm, ...]
+    waist_yaw: int | None  # dof index of a vertical-axis joint between the pelvis and the arms
+    waist_sign: float  # +1 / -1: the sign that turns the chest like a positive root yaw
+    com_root: np.ndarray  # (3,) whole-body CoM relative to the root, zero pose with the arms at rest, root frame
+
+    def reach(self, knee_rad: float | np.ndarray) -> np.ndarray:
+        """Hip-ankle distance (K,) or (..., K) with the knee bent ``knee_rad`` (a scalar or (..., K))."""
+        c = np.cos(np.asarray(knee_rad, dtype=np.float64))
+        return np.sqrt(self.thigh ** 2 + self.shank ** 2 + 2 * self.thigh * self.shank * c)
+
+    def knee_angle(self, distance: np.ndarray) -> np.ndarray:
+        """Knee bend (rad) giving a hip-ankle ``distance`` (..., K) (0 when the leg would have to be longer)."""
+        c = (distance ** 2 - self.thigh ** 2 - self.shank ** 2) / (2 * self.thigh * self.shank)
+        return np.arccos(np.clip(c, -1.0, 1.0))
+
+
+def humanoid_body(robot: Robot, legs: Sequence[Leg]) -> HumanoidBody | None:
+    """The human-like walk's view of ``robot`` (module docstring), or None when its legs are not human-like."""
+    if len(legs) != 2:
+        return None
+    zero = np.zeros(robot.num_dofs)
+    pos, rot = rest_link_poses(robot, zero)
+    joints = {j.name: j for j in robot.joints}
+    dof = {n: i for i, n in enumerate(robot.joint_names)}
+    geo_idx, geo_pts, geo_rad = geometry_points(robot)
+
+    def world_axis(name: str) -> np.ndarray:
+        return rot[robot.link_index(joints[name].child)] @ joints[name].axis
+
+    def origin(name: str) -> np.ndarray:
+        return pos[robot.link_index(joints[name].child)]
+
+    soles, hips, thighs, shanks, knees, flexes, ankles, lowest = [], [], [], [], [], [], [], []
+    for leg in legs:
+        pitch = [n for n in leg.joint_names if abs(world_axis(n)[1]) > 0.9]
+        if len(pitch) != 3:
+            return None
+        hip, knee, ankle = (origin(n) for n in pitch)
+        thigh_v, shank_v = (knee - hip)[[0, 2]], (ankle - knee)[[0, 2]]
+        tol = math.radians(STRAIGHT_TOLERANCE_DEG)
+        if any(abs(math.atan2(v[0], -v[1])) > tol for v in (thigh_v, shank_v)):
+            return None  # not straight and vertical in the zero pose
+        sweep = np.cross(world_axis(pitch[1]), ankle - knee)
+        flex = -1.0 if sweep[0] > 0 else 1.0  # flexing moves the ankle backward
+        j_knee = joints[pitch[1]]
+        room = (j_knee.upper if flex > 0 else -j_knee.lower)
+        if not room > 1.0:
+            return None  # a knee that cannot flex a radian is no walking knee
+        sole = _sole(robot, leg, pos, rot, geo_idx, geo_pts, geo_rad, ankle)
+        if sole is None:
+            return None
+        soles.append(sole[0])
+        lowest.append(sole[1])
+        hips.append(np.array([hip[0], ankle[1], hip[2]]))
+        thighs.append(float(np.linalg.norm(thigh_v)))
+        shanks.append(float(np.linalg.norm(shank_v)))
+        knees.append(dof[pitch[1]])
+        flexes.append(flex)
+        ankles.append(dof[pitch[2]])
+    straight = -float(min(lowest))
+    nominal = np.array([(pos[robot.link_index(leg.foot_link)] + rot[robot.link_index(leg.foot_link)]
+                         @ sole.centre_link)[:2] for leg, sole in zip(legs, soles)])
+    leg_dofs = {dof[n] for leg in legs for n in leg.joint_names}
+    arms, waist, waist_sign = _arms_and_waist(robot, legs, pos, rot, leg_dofs, float(np.mean([h[2] for h in hips])))
+    com = _zero_pose_com(robot, pos, rot, arms)
+    return HumanoidBody(soles=tuple(soles), hip_root=np.array(hips), thigh=np.array(thighs), shank=np.array(shanks),
+                        straight_height=straight, nominal=nominal, knee=np.array(knees), knee_flex=np.array(flexes),
+                        ankle=np.array(ankles), arms=tuple(arms), waist_yaw=waist, waist_sign=waist_sign,
+                        com_root=com)
+
+
+def _sole(robot: Robot, leg: Leg, pos: np.ndarray, rot: np.ndarray, geo_idx: np.ndarray, geo_pts: np.ndarray,
+          geo_rad: np.ndarray, ankle: np.ndarray) -> tuple[Sole, float] | None:
+    """The sole of ``leg``'s foot (the geometry of its link and the links welded to it) and its lowest height in the
+    zero pose, or None when it is no flat sole at least MIN_SOLE_LENGTH long."""
+    li = robot.link_index(leg.foot_link)
+    group = [robot.link_index(n) for n in welded_links(robot, leg.foot_link)]
+    own = np.isin(geo_idx, group)
+    if not own.any():
+        return None
+    centres = np.einsum("pij,pj->pi", rot[geo_idx[own]], geo_pts[own]) + pos[geo_idx[own]]  # (P,3) world
+    radius = geo_rad[own]
+    bottom = centres[:, 2] - radius
+    low = float(bottom.min())
+    on = bottom <= low + SOLE_BAND
+    sole_c, sole_r = centres[on], radius[on]
+    x_lo, x_hi = float((sole_c[:, 0] - sole_r).min()), float((sole_c[:, 0] + sole_r).max())
+    y_lo, y_hi = float((sole_c[:, 1] - sole_r).min()), float((sole_c[:, 1] + sole_r).max())
+    if x_hi - x_lo < MIN_SOLE_LENGTH:
+        return None
+    r = float(sole_r.max())
+    centre = np.array([(x_lo + x_hi) / 2, (y_lo + y_hi) / 2, low])
+    heel = np.array([x_lo + r, centre[1], low + r])  # the rear pivot: a sphere's centre, a box's bottom edge
+    toe = np.array([x_hi - r, centre[1], low + r])
+    to_link = lambda p: rot[li].T @ (p - pos[li])  # noqa: E731
+    sole = Sole(centre_link=to_link(centre), heel_link=to_link(heel), toe_link=to_link(toe),
+                heel_sole=heel - centre, toe_sole=toe - centre, ankle_sole=ankle - centre, link_rot=rot[li].copy(),
+                half_length=(x_hi - x_lo) / 2, half_width=(y_hi - y_lo) / 2, pivot_radius=r)
+    return sole, low
+
+
+def _arms_and_waist(robot: Robot, legs: Sequence[Leg], pos: np.ndarray, rot: np.ndarray, leg_dofs: set[int],
+                    hip_z: float) -> tuple[list[Arm], int | None, float]:
+    """Arms (a sagittal shoulder joint found by its axis, near the top of a lateral limb above the hips) and a waist
+    yaw joint (a vertical axis on the body's midline that carries both shoulders)."""
+    joints = {j.name: j for j in robot.joints}
+    dof = {n: i for i, n in enumerate(robot.joint_names)}
+    feet = {n for leg in legs for n in welded_links(robot, leg.foot_link)}
+    parents = {j.parent for j in robot.joints}
+    leaves = [link.name for link in robot.links if link.name not in parents and link.name not in feet]
+    best: dict[int, list[str]] = {}
+    for leaf in leaves:
+        chain = [n for n in chain_joints(robot, leaf) if dof[n] not in leg_dofs]
+        limb = [n for n in chain if abs(pos[robot.link_index(joints[n].child)][1]) > 0.05
+                and pos[robot.link_index(joints[n].child)][2] > hip_z + 0.1]
+        if not limb:
+            continue
+        side = 1 if pos[robot.link_index(joints[limb[0]].child)][1] > 0 else -1
+        if len(limb) > len(best.get(side, [])):
+            best[side] = chain
+    arms, carriers = [], []
+    for side, chain in sorted(best.items(), reverse=True):
+        limb = [n for n in chain if abs(pos[robot.link_index(joints[n].child)][1]) > 0.05]
+        top = max(pos[robot.link_index(joints[n].child)][2] for n in limb)
+        axis = {n: rot[robot.link_index(joints[n].child)] @ joints[n].axis for n in limb}
+        place = {n: pos[robot.link_index(joints[n].child)] for n in limb}
+        lateral = [n for n in limb if abs(axis[n][1]) > 0.7]
+        shoulder = next((n for n in lateral if place[n][2] >= top - 0.1), None)
+        if shoulder is None:
+            continue
+        elbow = next((n for n in lateral if place[n][2] < place[shoulder][2] - 0.1), None)
+        tip = pos[robot.link_index(_chain_leaf(robot, chain[-1]))]
+        below = (place[elbow] if elbow is not None else tip) - place[shoulder]
+        forward = 1.0 if np.cross(axis[shoulder], below)[0] > 0 else -1.0
+        flex, rest = 1.0, 0.0
+        if elbow is not None:
+            hand = tip - place[elbow]
+            flex = 1.0 if np.cross(axis[elbow], hand) @ np.array([1.0, 0.0, 1.0]) > 0 else -1.0
+            # relax the elbow to ELBOW_REST of flexion: bend a straight arm, open a forearm held out forward (g1)
+            bent = math.acos(np.clip(np.dot(hand, below) / max(np.linalg.norm(hand) * np.linalg.norm(below), 1e-9),
+                                     -1.0, 1.0))
+            rest = ELBOW_REST - bent
+        arms.append(Arm(side=side, shoulder=dof[shoulder], forward=forward,
+                        elbow=None if elbow is None else dof[elbow], flex=flex, elbow_rest=rest))
+        carriers.append(set(chain))
+    waist, sign = None, 1.0
+    if carriers:
+        shared = set.intersection(*carriers)
+        for name in (n for n in robot.joint_names if n in shared):
+            a = rot[robot.link_index(joints[name].child)] @ joints[name].axis
+            if abs(a[2]) > 0.9 and abs(pos[robot.link_index(joints[name].child)][1]) < 0.02:
+                waist, sign = dof[name], (1.0 if a[2] > 0 else -1.0)
+                break
+    return arms, waist, sign
+
+
+def _chain_leaf(robot: Robot, joint_name: str) -> str:
+    """The deepest link below ``joint_name``'s child (first children first)."""
+    link = robot.joint(joint_name).child
+    while True:
+        kids = robot.children(link)
+        if not kids:
+            return link
+        link = kids[0].child
+
+
+def _zero_pose_com(robot: Robot, pos: np.ndarray, rot: np.ndarray, arms: Sequence[Arm]) -> np.ndarray:
+    """Whole-body CoM (3,) relative to the root in the zero pose (root at the origin, level)."""
+    masses, points = [], []
+    for i, link in enumerate(robot.links):
+        if link.inertial is not None and link.inertial.mass > 0:
+            masses.append(link.inertial.mass)
+            points.append(pos[i] + rot[i] @ link.inertial.origin[:3, 3])
+    m = np.array(masses)
+    return (m[:, None] * np.array(points)).sum(0) / m.sum()
+
+
+# ----------------------------------------------------------------------------- the walk's parameters
+@dataclass
+class WalkRequest:
+    """What to walk: the fields of :class:`akd_core.motion.gait.GaitSpec` this walk reads (None = choose)."""
+
+    speed: float
+    direction: float = 0.0
+    turn_rate: float = 0.0
+    ramp_time: float = 0.5
+    frequency: float | None = None
+    duty_factor: float | None = None
+    step_height: float | None = None
+    phase_offsets: dict[str, float] | None = None
+
+
+@dataclass
+class WalkGait:
+    """The resolved walk: cadence, stance fraction, leg phases (K,), swing lift and the foot roll angles."""
+
+    speed: float
+    direction: float
+    turn_rate: float
+    ramp_time: float
+    frequency: float
+    duty_factor: float
+    phases: np.ndarray  # (K,) cycle phase of each leg
+    step_height: float
+    heel_strike: float  # rad
+    toe_off: float  # rad
+    arm_swing: float  # rad, shoulder swing peak-to-peak at full speed
+    pelvis_yaw: float  # rad amplitude at full speed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def double_support(self) -> float:
+        """Fraction of a stance spent in each of its two double supports."""
+        return max(self.duty_factor - 0.5, 1e-3) / self.duty_factor
+
+
+def froude(speed: float, leg_length: float) -> float:
+    return speed ** 2 / (GRAVITY * leg_length)
+
+
+def _alexander_cadence(speed: float, leg_length: float) -> float:
+    """Gait cycles per second for ``speed``: Alexander's relative stride 2.3 Fr^0.3 (the gait library's rule),
+    never below a slow pendulum-like stepping."""
+    natural = 0.25 * math.sqrt(GRAVITY / leg_length)
+    stride = leg_length * 2.3 * max(froude(speed, leg_length), 1e-6) ** 0.3
+    return max(natural, speed / stride)
+
+
+def resolve_walk(robot: Robot, body: HumanoidBody, legs: Sequence[Leg], request: WalkRequest, frequency: float,
+                 max_velocity_ratio: float) -> WalkGait:
+    """The walk at ``frequency``: roll angles within the ankles' speed budget, arm swing and pelvis yaw for the
+    speed (forward walks only: sideways and backward walks keep flat feet, still arms and a still pelvis)."""
+    duty = HUMAN_DUTY if request.duty_factor is None else float(request.duty_factor)
+    leg_length = float(body.straight_height)
+    sigma = max(duty - 0.5, 1e-3) / duty
+    stance = duty / frequency
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64)[body.ankle]
+    rate = ROLL_RATE_USE * max_velocity_ratio * float(np.min(np.where(np.isfinite(limit), limit, 1e3)))
+    # minimum-jerk rolls peak at 1.875 x their mean rate
+    toe_time, heel_time = (1 - TRAIL_HEEL_OFF) * sigma * stance, LEAD_FLAT * sigma * stance
+    forward = math.cos(request.direction) > 0.9 and request.speed > 0
+    fr = froude(request.speed, leg_length) if forward else 0.0
+    phases = np.array([(request.phase_offsets or {}).get(leg.label, 0.0 if leg.side == "left" else 0.5)
+                       for leg in legs])
+    step_height = STEP_HEIGHT * leg_length if request.step_height is None else float(request.step_height)
+    return WalkGait(speed=request.speed, direction=request.direction, turn_rate=request.turn_rate,
+                    ramp_time=request.ramp_time, frequency=frequency, duty_factor=duty, phases=phases,
+                    step_height=step_height,
+                    heel_strike=min(HEEL_STRIKE_RAD, rate * heel_time / 1.875) if forward else 0.0,
+                    toe_off=min(TOE_OFF_RAD, rate * toe_time / 1.875) if forward else 0.0,
+                    arm_swing=min(ARM_SWING_MAX, ARM_SWING_PER_FROUDE * math.sqrt(fr)),
+                    pelvis_yaw=min(PELVIS_YAW, PELVIS_YAW * math.sqrt(fr / 0.25)))
+
+
+# ----------------------------------------------------------------------------- feet
+def _smoothstep(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3 - 2 * x)
+
+
+def _minjerk(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x ** 3 * (10 - 15 * x + 6 * x * x)
+
+
+SWING_LIFT_SMOOTH = 2  # frames (half width) over which a swing foot's reach lift is smoothed
+TERMINAL_SWING = 0.75  # from this swing progress on the leg reaching for the ground caps the pelvis too
+def _rot_z(yaw: np.ndarray) -> np.ndarray:
+    c, s = np.cos(yaw), np.sin(yaw)
+    out = np.zeros(np.shape(yaw) + (3, 3))
+    out[..., 0, 0], out[..., 0, 1], out[..., 1, 0], out[..., 1, 1], out[..., 2, 2] = c, -s, s, c, 1.0
+    return out
+
+
+def _pitch_up(theta: np.ndarray) -> np.ndarray:
+    """Rotation (..., 3, 3) pitching a sole's toes up by ``theta`` rad (about -y)."""
+    c, s = np.cos(theta), np.sin(theta)
+    out = np.zeros(np.shape(theta) + (3, 3))
+    out[..., 0, 0], out[..., 0, 2], out[..., 1, 1], out[..., 2, 0], out[..., 2, 2] = c, -s, 1.0, s, c
+    return out
+
+
+def _rolled(point: np.ndarray, pivot: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Sole-frame points (..., 3) of a foot pitched up ``theta`` (...) about sole-frame ``pivot`` (..., 3)."""
+    return pivot + (_pitch_up(theta) @ (point - pivot)[..., None])[..., 0]
+
+
+def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+              times: np.ndarray) -> dict[str, np.ndarray]:
+    """The feet at ``times`` (T,) (module docstring, step 1); ``path(t) -> (xy (T,2), yaw (T,))`` is the body path.
+
+    Returns ``centre`` (T,K,3) sole-centre targets, ``rot`` (T,K,3,3) foot link orientations, ``ankle`` (T,K,3),
+    ``stance`` (T,K) bool, ``parts`` (T,K,2) bool (heel, toe down), ``s`` (T,K) stance progress in [0,1) (NaN in
+    swing), ``flat`` (T,K,2) and ``flat_yaw`` (T,K) the current (stance) or next (swing) flat sole pose."""
+    f, duty = gait.frequency, gait.duty_factor
+    sigma = gait.double_support
+    s_flat, s_heel_off = LEAD_FLAT * sigma, 1 - (1 - TRAIL_HEEL_OFF) * sigma
+    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+    num, steps = len(body.soles), len(times)
+    out = {"centre": np.zeros((steps, num, 3)), "rot": np.zeros((steps, num, 3, 3)), "ankle": np.zeros((steps, num, 3)),
+           "stance": np.zeros((steps, num), bool), "parts": np.zeros((steps, num, 2), bool),
+           "s": np.full((steps, num), np.nan), "flat": np.zeros((steps, num, 2)), "flat_yaw": np.zeros((steps, num)),
+           "lowest": np.zeros((steps, num)), "push_off": np.zeros((steps, num)), "tau": np.full((steps, num), np.nan)}
+    for k, sole in enumerate(body.soles):
+        offset = gait.phases[k]
+        cycles = np.arange(math.floor(f * times.min() + offset) - 2, math.ceil(f * times.max() + offset) + 2)
+        mids = (cycles - offset) / f + duty / (2 * f)
+        mid_xy, mid_yaw = path(mids)
+        rz = _rot_z(mid_yaw)
+        holds = mid_xy + (rz[:, :2, :2] @ body.nominal[k])  # (N, 2) flat sole centres
+        size = np.clip(np.interp(mids, times, ramp, left=0.0, right=1.0), 0.0, 1.0)  # rolls grow with the speed
+        phase = f * times + offset
+        n = np.floor(phase).astype(int) - int(cycles[0])
+        within = phase - np.floor(phase)
+        stance = within < duty
+        s = within / duty
+        tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)
+        nxt = np.minimum(n + 1, len(holds) - 1)
+        heel_up = gait.heel_strike * size
+        toe_down = gait.toe_off * size
+        # stance: heel roll, flat, toe roll
+        in_heel = stance & (s < s_flat)
+        in_toe = stance & (s >= s_heel_off)
+        theta = np.zeros(steps)
+        theta[in_heel] = heel_up[n[in_heel]] * (1 - _minjerk(s[in_heel] / s_flat))
+        theta[in_toe] = -toe_down[n[in_toe]] * _minjerk((s[in_toe] - s_heel_off) / (1 - s_heel_off))
+        pivot = np.where(in_toe[:, None], sole.toe_sole, sole.heel_sole)
+        local = _rolled(np.zeros(3), pivot, theta)  # the sole centre, sole frame
+        ankle_local = _rolled(sole.ankle_sole, pivot, theta)
+        # swing: minimum jerk from the lift-off pose (toe pivot, toes down) to the touch-down pose (heel, toes up)
+        m = _minjerk(tau)
+        th_a, th_b = -toe_down[n], heel_up[nxt]
+        lift_c = _rolled(np.zeros(3), np.broadcast_to(sole.toe_sole, (steps, 3)), th_a)
+        land_c = _rolled(np.zeros(3), np.broadcast_to(sole.heel_sole, (steps, 3)), th_b)
+        world_a = np.c_[holds[n], np.zeros(steps)] + (_rot_z(mid_yaw[n]) @ lift_c[..., None])[..., 0]
+        world_b = np.c_[holds[nxt], np.zeros(steps)] + (_rot_z(mid_yaw[nxt]) @ land_c[..., None])[..., 0]
+        swing_c = world_a + (world_b - world_a) * m[:, None]
+        swing_c[:, 2] += gait.step_height * 16 * tau ** 2 * (1 - tau) ** 2
+        swing_yaw = mid_yaw[n] + (mid_yaw[nxt] - mid_yaw[n]) * m
+        swing_theta = th_a + (th_b - th_a) * m
+        yaw = np.where(stance, mid_yaw[n], swing_yaw)
+        theta = np.where(stance, theta, swing_theta)
+        stance_c = np.c_[holds[n], np.zeros(steps)] + (_rot_z(mid_yaw[n]) @ local[..., None])[..., 0]
+        centre = np.where(stance[:, None], stance_c, swing_c)
+        rot_sole = _rot_z(yaw) @ _pitch_up(theta)  # sole frame -> world
+        # the swing's ankle: rigidly with the sole centre
+        ankle = centre + (rot_sole @ sole.ankle_sole[:, None])[..., 0]
+        ankle_stance = np.c_[holds[n], np.zeros(steps)] + (_rot_z(mid_yaw[n]) @ ankle_local[..., None])[..., 0]
+        ankle = np.where(stance[:, None], ankle_stance, ankle)
+        heel_w = centre + (rot_sole @ sole.heel_sole[:, None])[..., 0]
+        toe_w = centre + (rot_sole @ sole.toe_sole[:, None])[..., 0]
+        out["centre"][:, k] = centre
+        out["rot"][:, k] = rot_sole @ sole.link_rot
+        out["ankle"][:, k] = ankle
+        out["stance"][:, k] = stance
+        out["parts"][:, k, HEEL] = stance & (s < s_heel_off)
+        out["parts"][:, k, TOE] = stance & (s >= s_flat)
+        out["s"][stance, k] = s[stance]
+        out["flat"][:, k] = np.where(stance[:, None], holds[n], holds[nxt])
+        out["flat_yaw"][:, k] = np.where(stance, mid_yaw[n], mid_yaw[nxt])
+        out["lowest"][:, k] = np.minimum(heel_w[:, 2], toe_w[:, 2]) - sole.pivot_radius
+        out["push_off"][:, k] = np.where(in_toe, _smoothstep((s - s_heel_off) / (1 - s_heel_off)), 0.0)
+        out["tau"][~stance, k] = tau[~stance]
+    return out
+
+
+def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) -> np.ndarray:
+    """ZMP reference (T,2) on the rolling contact (module docstring, step 4) for a :func:`foot_plan`."""
+    sigma = gait.double_support
+    stance, s = feet["stance"], feet["s"]
+    steps, num = stance.shape
+    half = np.array([sole.half_length for sole in body.soles])
+    inward = np.array([-np.sign(body.nominal[k, 1]) * ZMP_INWARD * sole.half_width
+                       for k, sole in enumerate(body.soles)])
+
+    def point(k: int, along: np.ndarray) -> np.ndarray:  # (T,2) a point on foot k's flat sole
+        local = np.stack([along * half[k], np.full(steps, inward[k])], -1)
+        yaw = feet["flat_yaw"][:, k]
+        c, sn = np.cos(yaw), np.sin(yaw)
+        return feet["flat"][:, k] + np.stack([c * local[:, 0] - sn * local[:, 1], sn * local[:, 0] + c * local[:, 1]],
+                                             -1)
+
+    ref = feet["flat"].mean(1)
+    down = stance.sum(1)
+    for k in range(num):
+        single = (down == 1) & stance[:, k]
+        u = np.clip((np.nan_to_num(s[:, k]) - sigma) / max(1 - 2 * sigma, 1e-6), 0.0, 1.0)
+        along = -ZMP_REAR + (ZMP_REAR + ZMP_FRONT) * u
+        ref[single] = point(k, along)[single]
+    if num == 2:
+        both = down == 2
+        lead = np.where(np.nan_to_num(s[:, 0], nan=1.0) < np.nan_to_num(s[:, 1], nan=1.0), 0, 1)
+        trail = 1 - lead
+        rows = np.arange(steps)
+        progress = _smoothstep(np.nan_to_num(s[rows, lead]) / sigma)
+        fronts = [point(k, np.full(steps, ZMP_FRONT)) for k in range(2)]
+        rears = [point(k, np.full(steps, -ZMP_REAR)) for k in range(2)]
+        front = np.where((trail == 0)[:, None], fronts[0], fronts[1])
+        rear = np.where((lead == 0)[:, None], rears[0], rears[1])
+        ref[both] = ((1 - progress)[:, None] * front + progress[:, None] * rear)[both]
+    return ref
+
+
+# ----------------------------------------------------------------------------- height
+def reach_cap(body: HumanoidBody, feet: dict[str, np.ndarray], root_xy: np.ndarray, yaw: np.ndarray,
+              knee_rad: float) -> np.ndarray:
+    """Highest root (T,) with every stance leg's knee bent at least ``knee_rad``, rising to KNEE_PUSH_OFF_DEG over
+    the toe roll (module docstring, step 2)."""
+    # the knee bends from knee_rad to KNEE_PUSH_OFF_DEG while the foot rolls onto its toe (a person's pre-swing):
+    # a leg that leaves the ground straight would have to fold at once as the body moves on
+    push = feet["push_off"]
+    knee = knee_rad + (math.radians(KNEE_PUSH_OFF_DEG) - knee_rad) * push  # (T,K)
+    terminal = np.nan_to_num(feet["tau"], nan=0.0) >= TERMINAL_SWING
+    knee = np.where(terminal, _swing_knee(feet["tau"]), knee)
+    reach = body.reach(knee)
+    rz = _rot_z(yaw)  # (T,3,3)
+    hips = np.c_[root_xy, np.zeros(len(yaw))][:, None, :] + np.einsum("tij,kj->tki", rz, body.hip_root)
+    d = np.linalg.norm(hips[..., :2] - feet["ankle"][..., :2], axis=-1)  # (T,K)
+    cap = feet["ankle"][..., 2] + np.sqrt(np.maximum(reach ** 2 - d ** 2, 0.0)) - body.hip_root[:, 2]
+    # a swing foot is lifted to suit the pelvis (lift_swing), except in terminal swing, where the leg reaches for
+    # the ground and the pelvis must come down in time
+    cap = np.where(feet["stance"] | terminal, cap, np.inf)
+    out = cap.min(1)
+    return np.where(np.isfinite(out), out, body.straight_height)
+
+
+def _swing_knee(tau: np.ndarray) -> np.ndarray:
+    """The straightest a swing knee may be (rad) at swing progress ``tau`` (T,K): as bent as at toe-off
+    (KNEE_PUSH_OFF_DEG), straightening to KNEE_MIN_DEG toward touch-down (stance frames: KNEE_MIN_DEG)."""
+    progress = _smoothstep(np.nan_to_num(tau, nan=1.0))
+    return math.radians(KNEE_PUSH_OFF_DEG) + math.radians(KNEE_MIN_DEG - KNEE_PUSH_OFF_DEG) * progress
+
+
+def lift_swing(body: HumanoidBody, feet: dict[str, np.ndarray], root_pos: np.ndarray,
+               yaw: np.ndarray) -> dict[str, np.ndarray]:
+    """``feet`` with each swing foot raised wherever its planned path is out of its leg's reach from the planned
+    pelvis ``root_pos`` (T,3), with the knee kept at least as bent as at toe-off (KNEE_PUSH_OFF_DEG) and
+    straightening to KNEE_MIN_DEG only toward touch-down: a foot left behind at toe-off while the body vaults
+    forward over the new stance leg, or one held low ahead before touch-down, is lifted instead of pulling the
+    pelvis down (a person's swing knee flexes for that). The lift is smoothed over SWING_LIFT_SMOOTH
+    frames and is zero in stance."""
+    reach = body.reach(_swing_knee(feet["tau"]))  # (T,K)
+    hips = root_pos[:, None, :] + np.einsum("tij,kj->tki", _rot_z(yaw), body.hip_root)
+    d = np.linalg.norm(hips[..., :2] - feet["ankle"][..., :2], axis=-1)
+    need = hips[..., 2] - np.sqrt(np.maximum(reach ** 2 - d ** 2, 0.0)) - feet["ankle"][..., 2]  # (T,K)
+    swing = ~feet["stance"]
+    extra = np.where(swing, np.maximum(need, 0.0), 0.0)
+    if len(extra) > 2 * SWING_LIFT_SMOOTH:
+        kernel = np.hanning(2 * SWING_LIFT_SMOOTH + 3)[1:-1]
+        kernel /= kernel.sum()
+        extra = np.stack([np.convolve(np.pad(extra[:, k], SWING_LIFT_SMOOTH, mode="edge"), kernel, mode="valid")
+                          for k in range(extra.shape[1])], -1)
+    extra = np.where(swing, extra, 0.0)
+    out = dict(feet)
+    out["centre"] = feet["centre"].copy()
+    out["ankle"] = feet["ankle"].copy()
+    out["centre"][..., 2] += extra
+    out["ankle"][..., 2] += extra
+    out["lowest"] = feet["lowest"] + extra
+    return out
+
+
+def smooth_below(cap: np.ndarray, dt: float, stiffness: float = None) -> np.ndarray:
+    """A smooth curve (T,) under ``cap`` (T,): asymmetric least squares (Eilers and Boelens 2005), the
+    penalised fit ``min sum_k w_k (z_k - cap_k)^2 + stiffness sum_k (z''_k)^2 dt`` whose weights are HEIGHT_PUSH
+    where the fit is above the cap and ``HEIGHT_PULL`` where it is below, iterated until the weights settle; whatever
+    still pokes above the cap is clipped (a fraction of a millimetre). The fit hugs the smooth parts of the cap (the
+    body vaulting over a stance leg) and bridges its kinks (double support, where the lower leg takes over) with
+    bounded vertical acceleration."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import spsolve
+
+    stiffness = HEIGHT_STIFFNESS if stiffness is None else stiffness
+    steps = len(cap)
+    if steps < 3:
+        return np.asarray(cap, dtype=np.float64).copy()
+    k = np.arange(steps - 2)
+    second = sp.csr_matrix((np.tile([1.0, -2.0, 1.0], len(k)) / dt ** 2,
+                            (np.repeat(k, 3), (k[:, None] + np.arange(3)).ravel())), shape=(len(k), steps))
+    penalty = stiffness * dt * (second.T @ second)  # dt: the weight of a second of curvature, whatever the grid
+    weight = np.full(steps, HEIGHT_PULL)
+    z = np.asarray(cap, dtype=np.float64)
+    for _ in range(50):
+        z = spsolve((sp.diags(weight) + penalty).tocsc(), weight * cap)
+        new = np.where(z > cap, HEIGHT_PUSH, HEIGHT_PULL)
+        if np.array_equal(new, weight):
+            break
+        weight = new
+    return np.minimum(z, cap)
+
+
+def height_plan(body: HumanoidBody, feet: dict[str, np.ndarray], root_xy: np.ndarray, yaw: np.ndarray,
+                dt: float) -> np.ndarray:
+    """Root height (T,): the reach cap with the knee at KNEE_MIN_DEG, less HEIGHT_MARGIN, smoothed below."""
+    cap = reach_cap(body, feet, root_xy, yaw, math.radians(KNEE_MIN_DEG)) - HEIGHT_MARGIN
+    return smooth_below(np.minimum(cap, body.straight_height), dt)
+
+
+def predicted_knee(body: HumanoidBody, feet: dict[str, np.ndarray], root: np.ndarray, yaw: np.ndarray) -> np.ndarray:
+    """Knee bend (T,K) rad the planar leg model predicts for root positions (T,3) (NaN in swing)."""
+    hips = root[:, None, :] + np.einsum("tij,kj->tki", _rot_z(yaw), body.hip_root)
+    knee = body.knee_angle(np.linalg.norm(hips - feet["ankle"], axis=-1))
+    return np.where(feet["stance"], knee, np.nan)
+
+
+# ----------------------------------------------------------------------------- upper body
+def upper_body(robot: Robot, body: HumanoidBody, gait: WalkGait, times: np.ndarray,
+               joint_pos: np.ndarray) -> np.ndarray:
+    """Pelvis yaw (T,) added to the path's yaw, and the arm and waist joints written into ``joint_pos`` (T,J)
+    (module docstring, step 3)."""
+    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+    left = int(np.argmax(body.nominal[:, 1])) if len(body.nominal) else 0
+    cycle = 2 * np.pi * (gait.frequency * times + gait.phases[left])
+    pelvis = -gait.pelvis_yaw * ramp * np.cos(cycle)
+    lower, upper = robot.lower + JOINT_MARGIN, robot.upper - JOINT_MARGIN
+    amplitude = 0.5 * gait.arm_swing * (ARM_SWING_IN_PLACE + (1 - ARM_SWING_IN_PLACE) * ramp)
+    for arm in body.arms:
+        leg = left if arm.side > 0 else 1 - left
+        swing = -np.cos(2 * np.pi * (gait.frequency * times + gait.phases[leg]))  # forward while its leg is back
+        joint_pos[:, arm.shoulder] = np.clip(arm.forward * amplitude * swing, lower[arm.shoulder], upper[arm.shoulder])
+        if arm.elbow is not None:
+            flex = arm.elbow_rest + ELBOW_SWING * amplitude * (1 + swing)
+            joint_pos[:, arm.elbow] = np.clip(arm.flex * flex, lower[arm.elbow], upper[arm.elbow])
+    if body.waist_yaw is not None:
+        joint_pos[:, body.waist_yaw] = np.clip(-WAIST_COUNTER * body.waist_sign * pelvis, lower[body.waist_yaw],
+                                               upper[body.waist_yaw])
+    return pelvis
+
+
+# ----------------------------------------------------------------------------- cadence before the solve
+def cadence_candidates(base: float) -> list[float]:
+    """Cadences (Hz) from ``base`` up in steps of 1/0.92, at most MAX_CADENCE_GAIN x ``base``."""
+    out = [base]
+    while out[-1] / 0.92 <= MAX_CADENCE_GAIN * base:
+        out.append(out[-1] / 0.92)
+    return out
+
+
+def predict_cycle(body: HumanoidBody, gait: WalkGait,
+                  path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Mean pelvis height (of the straight-legged height) and mean stance knee (deg) of one steady cycle by the reach
+    model of step 2 (no IK, no sway)."""
+    start = max(2.0 * gait.ramp_time, 1.0)
+    times = start + np.arange(0.0, 2.0 / gait.frequency, 0.01)
+    feet = foot_plan(body, gait, path, times)
+    xy, yaw = path(times)
+    yaw = yaw + _pelvis_only(body, gait, times)
+    xy = root_guess(body, xy, yaw)
+    height = height_plan(body, feet, xy, yaw, 0.01)
+    knee = predicted_knee(body, feet, np.c_[xy, height], yaw)
+    return {"height_frac": float(height.mean() / body.straight_height), "knee_deg": float(np.degrees(np.nanmean(knee)))}
+
+
+def meets_targets(prediction: dict[str, float]) -> bool:
+    return prediction["height_frac"] >= TARGET_HEIGHT and prediction["knee_deg"] <= TARGET_KNEE_DEG
+
+
+def root_guess(body: HumanoidBody, path_xy: np.ndarray, yaw: np.ndarray) -> np.ndarray:
+    """Root xy (T,2) before balancing: the whole-body CoM over the middle of the feet's nominal positions (the
+    ZMP's mean), i.e. the path moved by the feet's mean offset minus the CoM's offset from the root."""
+    shift = body.nominal.mean(0) - body.com_root[:2]
+    return path_xy + np.einsum("tij,j->ti", _rot_z(yaw)[:, :2, :2], shift)
+
+
+def _pelvis_only(body: HumanoidBody, gait: WalkGait, times: np.ndarray) -> np.ndarray:
+    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+    left = int(np.argmax(body.nominal[:, 1]))
+    return -gait.pelvis_yaw * ramp * np.cos(2 * np.pi * (gait.frequency * times + gait.phases[left]))
+
+
+# ----------------------------------------------------------------------------- the clip
+@dataclass
+class WalkResult:
+    motion: Motion
+    gait: WalkGait
+    ik_error_m: float
+    joint_velocity_ratio: float
+    figures: dict[str, Any]
+
+
+def _com(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
+    massive = [(i, link.inertial) for i, link in enumerate(robot.links)
+               if link.inertial is not None and link.inertial.mass > 0]
+    idx = np.array([i for i, _ in massive])
+    mass = np.array([inertial.mass for _, inertial in massive])
+    local = np.stack([inertial.origin[:3, 3] for _, inertial in massive])
+    pts = link_pos[:, idx] + np.einsum("fnij,nj->fni", link_rot[:, idx], local)
+    return np.einsum("n,fni->fi", mass, pts) / mass.sum()
+
+
+def _multibody_zmp(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray, dt: float) -> np.ndarray:
+    com, force, moment, _ = centroidal_wrench(robot, link_pos, link_rot, dt)
+    fz = np.maximum(force[:, 2], 1e-6)
+    return np.stack([com[:, 0] - (com[:, 2] * force[:, 0] + moment[:, 1]) / fz,
+                     com[:, 1] - (com[:, 2] * force[:, 1] - moment[:, 0]) / fz], -1)
+
+
+class WalkSolver:
+    """Builds one clip of the walk (module docstring, steps 1-4) for a robot and its legs."""
+
+    def __init__(self, robot: Robot, legs: Sequence[Leg], body: HumanoidBody):
+        self.robot, self.legs, self.body = robot, list(legs), body
+        self.ik = LegIK(robot, legs)
+        self.fk = self.ik.fk
+        self.offsets = np.array([sole.centre_link for sole in body.soles])
+        q0 = np.zeros(robot.num_dofs)
+        q0[body.knee] = body.knee_flex * 0.4  # start IK with the knees bent the right way
+        self.q_init = np.clip(q0, robot.lower, robot.upper)
+
+    def link_poses(self, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray):
+        with torch.no_grad():
+            pos, rot = self.fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat), torch.as_tensor(joint_pos))
+        return pos.numpy(), rot.numpy()
+
+    def solve_legs(self, root_pos: np.ndarray, root_quat: np.ndarray, q: np.ndarray, feet: dict[str, np.ndarray],
+                   iterations: int) -> tuple[np.ndarray, float]:
+        return self.ik.solve(root_pos, root_quat, q, self.q_init, self.offsets, feet["centre"], feet["rot"],
+                             iterations=iterations)
+
+    def probe(self, gait: WalkGait, path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+              fps: float) -> np.ndarray:
+        """Joint speeds (J,) rad/s over one steady cycle (no ZMP sway): what the velocity check predicts from."""
+        start = max(2.0 * gait.ramp_time, 1.0)
+        times = start + np.arange(int(math.ceil(fps / gait.frequency)) + 3) / fps
+        feet = foot_plan(self.body, gait, path, times)
+        xy, yaw = path(times)
+        q = np.tile(self.q_init, (len(times), 1))
+        yaw = yaw + upper_body(self.robot, self.body, gait, times, q)
+        xy = root_guess(self.body, xy, yaw)
+        z = height_plan(self.body, feet, xy, yaw, 1.0 / fps)
+        feet = lift_swing(self.body, feet, np.c_[xy, z], yaw)
+        q, _ = self.solve_legs(np.c_[xy, z], yaw_quat(yaw), q, feet, 120)
+        # between frames that both converged (a frame at the edge of the reach is a jump, not a joint speed)
+        good = self.ik.frame_errors < 1e-4
+        pairs = good[1:] & good[:-1]
+        speed = np.abs(np.diff(q, axis=0)) * fps
+        return speed[pairs].max(0) if pairs.any() else speed.max(0)
+
+    def build(self, gait: WalkGait, path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], duration: float,
+              fps: float, prompt: str) -> tuple[Motion, float, dict[str, Any]]:
+        """The clip (steps 1-4 of the module docstring), its IK error (m) and figures of the plan."""
+        robot, body = self.robot, self.body
+        frames = int(round(duration * fps)) + 1
+        times = np.arange(frames) / fps
+        frame_dt = 1.0 / fps
+        sub = max(int(math.ceil(frame_dt / ZMP_DT - 1e-9)), 1)
+        dt = frame_dt / sub
+        fine = times[0] - ZMP_PREROLL + np.arange(int(round((duration + ZMP_PREROLL + ZMP_PREVIEW) / dt)) + 1) * dt
+        feet_fine = foot_plan(body, gait, path, fine)
+        feet = foot_plan(body, gait, path, times)
+        q = np.tile(self.q_init, (frames, 1))
+        pelvis = upper_body(robot, body, gait, times, q)
+        xy_fine, yaw_fine = path(fine)
+        yaw_fine = yaw_fine + _pelvis_only(body, gait, fine)
+        _, yaw = path(times)
+        yaw = yaw + pelvis
+        root_quat = yaw_quat(yaw)
+        zmp_fine = zmp_plan(body, gait, feet_fine)
+        zmp_frames = zmp_plan(body, gait, feet)
+        # stage 1: cart-table CoM with the planned height (twice: the height depends on where the root goes)
+        com_off = np.einsum("tij,j->ti", _rot_z(yaw_fine), body.com_root)  # (T,3) CoM - root
+        root_xy = root_guess(body, xy_fine, yaw_fine)
+        for _ in range(2):
+            z_fine = height_plan(body, feet_fine, root_xy, yaw_fine, dt)
+            h = z_fine + com_off[:, 2]
+            hdd = np.clip(np.gradient(np.gradient(h, dt), dt), -0.4 * GRAVITY, None)
+            com = com_for_zmp(zmp_fine, dt, h, hdd)
+            root_xy = com - com_off[:, :2]
+        goal = np.stack([np.interp(times, fine, com[:, d]) for d in range(2)], -1)
+        root_xy = np.stack([np.interp(times, fine, root_xy[:, d]) for d in range(2)], -1)
+        z = height_plan(body, feet, root_xy, yaw, frame_dt)
+        root_pos = np.c_[root_xy, z]
+        com_off_z = float(body.com_root[2])
+        q, error = self.solve_legs(root_pos, root_quat, q, lift_swing(body, feet, root_pos, yaw), 150)
+        # root shifts: the whole-body CoM (FK) onto the plan; then the multibody ZMP corrections (the legs' and arms'
+        # angular momentum moves the ZMP by centimetres), until its error stops improving
+        weight = np.ones(frames)
+        weight[:2] = weight[-2:] = 0.0  # one-sided differences at the ends
+        best = (np.inf, root_pos.copy(), q.copy(), error)
+        cop = zmp_frames
+        for stage in range(ZMP_CORRECTIONS_MAX + 1):
+            if stage:
+                pad = int(round(1.0 * fps))
+                err = np.pad(zmp_frames - cop, ((pad, pad), (0, 0)))
+                w = np.pad(weight, pad, constant_values=1.0)  # no correction before and after the clip
+                h = np.pad(root_pos[:, 2] + com_off_z, pad, mode="edge")
+                hdd = np.clip(np.gradient(np.gradient(h, frame_dt), frame_dt), -0.4 * GRAVITY, None)
+                goal = goal + com_for_zmp(err, frame_dt, h, hdd, weight=w)[pad:-pad]
+            for _ in range(ZMP_ITERATIONS):
+                link_pos, link_rot = self.link_poses(root_pos, root_quat, q)
+                root_pos[:, :2] += goal - _com(robot, link_pos, link_rot)[:, :2]
+                root_pos[:, 2] = np.minimum(root_pos[:, 2], height_plan(body, feet, root_pos[:, :2], yaw, frame_dt))
+                q, error = self.solve_legs(root_pos, root_quat, q, lift_swing(body, feet, root_pos, yaw), 60)
+            link_pos, link_rot = self.link_poses(root_pos, root_quat, q)
+            cop = _multibody_zmp(robot, link_pos, link_rot, frame_dt)
+            zmp_error = float(np.linalg.norm(zmp_frames - cop, axis=-1)[weight > 0].mean())
+            improved = zmp_error < 0.8 * best[0]
+            if zmp_error < best[0]:
+                best = (zmp_error, root_pos.copy(), q.copy(), error)
+            if stage and (zmp_error < ZMP_TOLERANCE or not improved):
+                break
+        zmp_error, root_pos, q, error = best
+        motion = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=q, root_pos=root_pos, root_quat=root_quat,
+                        foot_names=[leg.foot_link for leg in self.legs], foot_offsets=self.offsets,
+                        foot_contacts=feet["stance"], prompt=prompt,
+                        foot_contact_points=np.array([[s.heel_link, s.toe_link] for s in body.soles]),
+                        foot_contact_parts=feet["parts"], foot_contact_labels=list(CONTACT_LABELS))
+        figures = {"pelvis_height_frac": float(root_pos[:, 2].mean() / body.straight_height),
+                   "zmp_error_m": zmp_error, "zmp_corrections": stage,
+                   "heel_strike_rad": gait.heel_strike, "toe_off_rad": gait.toe_off,
+                   "arm_swing_rad": gait.arm_swing, "pelvis_yaw_rad": gait.pelvis_yaw}
+        return motion, error, figures
+
+
+def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request: WalkRequest,
+                  path_for: Callable[[WalkGait], Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]],
+                  duration: float, fps: float, prompt: str = "", max_velocity_ratio: float = 1.0,
+                  slow_down: bool = True) -> WalkResult:
+    """A human-like walk of ``robot`` (module docstring). ``path_for(gait)`` returns the body path function of a
+    resolved walk (the gait library's ``body_path``). Raises nothing for an asked speed it cannot keep: the walk
+    is time-scaled to the velocity limits with a note (``slow_down=False``: a MotionError naming the joint)."""
+    from akd_core.io.errors import MotionError
+
+    leg_length = float(body.straight_height)
+    solver = WalkSolver(robot, legs, body)
+    notes: list[str] = []
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64)
+    finite = np.isfinite(limit) & (limit > 0)
+
+    def worst(speeds: np.ndarray) -> tuple[float, int]:
+        ratios = np.where(finite, speeds / np.where(finite, limit, 1.0), 0.0)
+        return float(ratios.max()), int(ratios.argmax())
+
+    probes: dict[tuple[float, float], tuple[float, int]] = {}
+
+    def probe(gait: WalkGait) -> tuple[float, int]:
+        key = (gait.speed, gait.frequency)
+        if key not in probes:
+            probes[key] = worst(solver.probe(gait, path_for(gait), fps))
+        return probes[key]
+
+    def choose_cadence(speed_request: WalkRequest) -> tuple[float, list[str]]:
+        """The cadence at this speed, before the solve: the lowest one whose steady cycle keeps the legs
+        near-straight (reach model), unless a joint would pass its velocity limit there: then the highest lower one
+        that does not (longer steps at the asked speed); Alexander's if every one passes it."""
+        def gait_here(frequency: float) -> WalkGait:
+            return resolve_walk(robot, body, legs, speed_request, frequency, max_velocity_ratio)
+
+        base = speed_request.frequency or _alexander_cadence(speed_request.speed, leg_length)
+        if speed_request.frequency is not None:
+            return float(base), []
+        candidates = cadence_candidates(base)
+        predictions = [predict_cycle(body, gait_here(f), path_for(gait_here(f))) for f in candidates]
+        geo = next((i for i, p in enumerate(predictions) if meets_targets(p)), len(candidates) - 1)
+
+        def fast(i: int) -> bool:
+            return probe(gait_here(candidates[i]))[0] > max_velocity_ratio
+
+        chosen = geo
+        if geo > 0 and fast(geo):
+            lo, hi = 0, geo  # hi: over the limit
+            if not fast(0):
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if not fast(mid) else (lo, mid)
+            chosen = lo
+        frequency, prediction, out = candidates[chosen], predictions[chosen], []
+        if chosen > 0:
+            out.append(f"cadence raised from {base:.2f} to {frequency:.2f} Hz (shorter steps at "
+                       f"{speed_request.speed:.2f} m/s) so the legs stay near-straight: predicted pelvis height "
+                       f"{100 * prediction['height_frac']:.0f} % of standing, stance knee "
+                       f"{prediction['knee_deg']:.0f} deg")
+        if chosen < geo:
+            ratio, joint = probe(gait_here(candidates[geo]))
+            out.append(f"cadence kept at {frequency:.2f} Hz, not {candidates[geo]:.2f} Hz: there joint "
+                       f"'{robot.joint_names[joint]}' would need {ratio:.2f} x its URDF velocity limit "
+                       f"({limit[joint]:.1f} rad/s); longer steps, predicted pelvis height "
+                       f"{100 * prediction['height_frac']:.0f} %, stance knee {prediction['knee_deg']:.0f} deg")
+        return frequency, out
+
+    # a speed no cadence keeps within the velocity limits is lowered (by the exact factor the probe measures, the
+    # cadence chosen again for the new speed) with a note naming the joint and its limit
+    for attempt in range(5):
+        frequency, cadence_notes = choose_cadence(request)
+        gait = resolve_walk(robot, body, legs, request, frequency, max_velocity_ratio)
+        ratio, joint = probe(gait)
+        if ratio <= max_velocity_ratio or (request.speed == 0 and request.turn_rate == 0) or attempt == 4:
+            break
+        message = (f"walk at {request.speed:.2f} m/s needs joint '{robot.joint_names[joint]}' at {ratio:.2f} x its "
+                   f"URDF velocity limit ({limit[joint]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x) at every "
+                   f"cadence")
+        if not slow_down:
+            raise MotionError(f"{message}; ask for a slower walk or raise the limit")
+        scale = 0.97 * max_velocity_ratio / ratio
+        notes.append(f"{message}: slowed to {request.speed * scale:.2f} m/s")
+        log.warning(notes[-1])
+        request = replace(request, speed=request.speed * scale, turn_rate=request.turn_rate * scale)
+    notes += cadence_notes
+    # the clip, solved once; time-scaled (the same stride, slower) only if the full clip, sway and all, still
+    # passes a limit the one-cycle probe missed
+    for attempt in range(3):
+        motion, error, figures = solver.build(gait, path_for(gait), duration, fps, prompt)
+        ratio, joint = worst(np.abs(motion.joint_vel().astype(np.float64)).max(0))
+        if ratio <= max_velocity_ratio or attempt == 2 or (gait.speed == 0 and gait.turn_rate == 0):
+            break
+        message = (f"walk at {gait.speed:.2f} m/s, {gait.frequency:.2f} Hz needs joint '{robot.joint_names[joint]}' "
+                   f"at {ratio:.2f} x its URDF velocity limit ({limit[joint]:.1f} rad/s; allowed "
+                   f"{max_velocity_ratio:.2f} x)")
+        if not slow_down:
+            raise MotionError(f"{message}; ask for a slower walk or raise the limit")
+        scale = 0.97 * max_velocity_ratio / ratio
+        notes.append(f"{message}: slowed to {gait.speed * scale:.2f} m/s (same stride, {scale:.2f} x the cadence)")
+        log.warning(notes[-1])
+        request = replace(request, speed=request.speed * scale, turn_rate=request.turn_rate * scale)
+        gait = resolve_walk(robot, body, legs, request, gait.frequency * scale, max_velocity_ratio)
+    gait.notes = notes
+    figures["ik_error_m"] = error
+    return WalkResult(motion=motion, gait=gait, ik_error_m=error, joint_velocity_ratio=ratio, figures=figures)
+
+
+__all__ = ["CONTACT_LABELS", "HumanoidBody", "Sole", "Arm", "WalkRequest", "WalkGait", "WalkResult", "humanoid_body",
+           "resolve_walk", "foot_plan", "zmp_plan", "reach_cap", "smooth_below", "height_plan", "upper_body",
+           "cadence_candidates", "predict_cycle", "generate_walk"]
