@@ -8,7 +8,8 @@ Terms (all per rollout, averaged over the frames/substeps of the horizon):
   joint       mean |joint angle - reference angle| (rad): keeps the body's shape, not only its links' places
   height      |root height - reference root height| (m)
   velocity    |root velocity - reference root velocity| (m/s)
-  slip        horizontal speed of feet the engine reports in contact (force above ``contact_force_n``) (m/s)
+  slip        horizontal speed of feet the engine reports in contact (force above ``contact_force_n``) (m/s), at the
+              lowest of a foot's contact points when it has several (``foot_of``: a sole rolling on its toe)
   offset      mean |PD-target offset| over the knots (rad): a restoring pull toward the feedforward targets, so
               joints the other terms barely see (a tail, a neck) do not random-walk from re-plan to re-plan
   smooth      mean |second difference| of the PD-target offsets over the plan's knots (rad)
@@ -59,10 +60,13 @@ def quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class TrackingCost:
     """Weighted residuals of a batch of rollouts starting at control frame ``t0``."""
 
-    def __init__(self, reference: Reference, weights: CostWeights, effort: np.ndarray, contact_force_n: float):
+    def __init__(self, reference: Reference, weights: CostWeights, effort: np.ndarray, contact_force_n: float,
+                 foot_of: np.ndarray | None = None):
         self.ref, self.w = reference, weights
         self.effort = np.asarray(effort, dtype=np.float64)
         self.contact_force_n = float(contact_force_n)
+        # (P,) foot of each contact point; None or one point per foot: every point counts
+        self.foot_of = None if foot_of is None or len(np.unique(foot_of)) == len(foot_of) else np.asarray(foot_of)
 
     def terms(self, batch: RolloutBatch, t0: int, offsets: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Each term (N,) for rollouts whose frame 0 is control frame ``t0``; ``offsets`` (N, K, J) knot values."""
@@ -77,6 +81,11 @@ class TrackingCost:
         height = np.abs(states.root_pos[:, 1:, 2] - ref.root_pos[frames, 2][None]).mean(1)
         velocity = np.linalg.norm(states.root_lin_vel[:, 1:] - ref.root_lin_vel[frames][None], axis=-1).mean(1)
         stance = batch.foot_force > self.contact_force_n  # (N, S, K)
+        if self.foot_of is not None:  # only the lowest point of each foot touches (the toe of a rolling sole)
+            for foot in np.unique(self.foot_of):
+                cols = np.flatnonzero(self.foot_of == foot)
+                lowest = batch.foot_height[..., cols].argmin(-1)  # (N, S)
+                stance[..., cols] &= (np.arange(len(cols)) == lowest[..., None])
         slip = (np.linalg.norm(batch.foot_vel[..., :2], axis=-1) * stance).sum((1, 2)) / max(
             batch.foot_force.shape[1], 1)
         excess = np.maximum(np.abs(batch.torque_peak) / self.effort - self.w.effort_margin, 0.0)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,22 +33,43 @@ def wrap_deg(angle: np.ndarray | float) -> np.ndarray | float:
     return (np.asarray(angle) + 180.0) % 360.0 - 180.0
 
 
-def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: float) -> float:
-    """Mean horizontal speed (m/s) of feet while the engine reports them in contact: foot_vel (S, K, 3), foot_force
-    (S, K) per simulation step. 0 when no foot ever touches."""
-    stance = foot_force > contact_force_n
-    if not stance.any():
-        return 0.0
-    return float(np.linalg.norm(foot_vel[..., :2], axis=-1)[stance].mean())
+def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: float,
+                foot_height: np.ndarray | None = None, foot_of: np.ndarray | None = None) -> float:
+    """Mean horizontal speed (m/s) of feet while the engine reports them in contact: foot_vel (S, P, 3), foot_force
+    (S, P) per simulation step and point. 0 when no foot ever touches.
+
+    With several contact points per foot (a sole's heel and toe: ``foot_of`` (P,) the foot of each point,
+    ``foot_height`` (S, P)) the slip of a foot in contact is measured at its lowest point, the one touching the
+    ground: a foot rolling onto its toe rotates about the toe, which does not slip, while its heel moves."""
+    if foot_of is None or foot_height is None:
+        stance = foot_force > contact_force_n
+        if not stance.any():
+            return 0.0
+        return float(np.linalg.norm(foot_vel[..., :2], axis=-1)[stance].mean())
+    speeds = []
+    for foot in np.unique(foot_of):
+        cols = np.flatnonzero(foot_of == foot)
+        touching = (foot_force[:, cols] > contact_force_n).any(-1)  # (S,)
+        lowest = cols[np.argmin(foot_height[:, cols], axis=-1)]  # (S,)
+        speed = np.linalg.norm(foot_vel[np.arange(len(lowest)), lowest, :2], axis=-1)
+        speeds.append(speed[touching])
+    speeds_all = np.concatenate(speeds) if speeds else np.zeros(0)
+    return float(speeds_all.mean()) if speeds_all.size else 0.0
 
 
-def contact_match(foot_force: np.ndarray, intended: np.ndarray, steps: int, contact_force_n: float) -> float | None:
+def contact_match(foot_force: np.ndarray, intended: np.ndarray, steps: int, contact_force_n: float,
+                  foot_of: np.ndarray | None = None) -> float | None:
     """Fraction of (control period, foot) pairs whose engine contact agrees with the intended stance.
 
     foot_force (P*steps, K) per simulation step, intended (P+1, K) stance at the control frames. A period counts
     when the intended stance is the same at both its frames (contact changes inside a period are ambiguous by a
     period either way); the foot is in contact in the period when it carries more than ``contact_force_n`` on
-    most of its steps. None when no period counts."""
+    most of its steps. None when no period counts. With several contact points per foot (``foot_of`` (K,) the
+    foot of each column) a foot is in contact when any of its points is, and intended when any part is."""
+    if foot_of is not None:
+        feet = np.unique(foot_of)
+        foot_force = np.stack([foot_force[:, foot_of == f].max(-1) for f in feet], -1)
+        intended = np.stack([intended[:, foot_of == f].any(-1) for f in feet], -1)
     periods = len(foot_force) // steps
     if periods == 0 or len(intended) < periods + 1:
         return None
@@ -70,6 +92,29 @@ def feet_of(robot: Robot, ref: Motion) -> tuple[list[str], np.ndarray, np.ndarra
     except AKDError:  # no legs (e.g. an arm on a floating base): skating is not defined
         return [], np.zeros((0, 3)), None
     return [leg.foot_link for leg in legs], np.array([leg.foot_offset for leg in legs]), None
+
+
+@dataclass(frozen=True)
+class ContactSchedule:
+    """The reference's contact parts as points the engines report on (every part of every foot, feet in order):
+    what the tracker simulates, feeds its inverse dynamics with and measures slip at."""
+
+    names: tuple[str, ...]  # (P,) foot link of each point
+    points: np.ndarray  # (P, 3) in the foot links' frames (a sole's heel and toe lines, or one contact point)
+    foot_of: np.ndarray  # (P,) index of each point's foot
+    intended: np.ndarray | None  # (T, P) bool, which parts the reference puts down (None: no schedule)
+
+
+def contact_schedule(robot: Robot, ref: Motion) -> ContactSchedule:
+    """The :class:`ContactSchedule` of ``ref`` (``Motion.contact_points_flat``; one point per detected leg when the
+    reference names no feet)."""
+    if len(ref.foot_names):
+        names, points, parts, foot_of = ref.contact_points_flat()
+        intended = parts if ref.foot_contacts is not None and ref.foot_contacts.any() else None
+        return ContactSchedule(tuple(names), points, foot_of, intended)
+    names, offsets, _ = feet_of(robot, ref)
+    return ContactSchedule(tuple(names), np.asarray(offsets, dtype=np.float64).reshape(-1, 3),
+                           np.arange(len(names)), None)
 
 
 def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
@@ -121,11 +166,14 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
         out["stance_slip_mps"] = float(slip_mps)
     feet, offsets, intended = feet_of(robot, ref)
     args = (robot, tracked.root_pos, tracked.root_quat, tracked.joint_pos, 1.0 / tracked.dt, feet, offsets)
-    shared = motion_metrics(*args)  # stance from the simulated foot heights: a foot on the ground that slides skates
+    parts = {"contact_points": ref.contact_points()} if len(ref.foot_names) else {}
+    # stance from the simulated heights of the contact parts: a part on the ground that slides skates
+    shared = motion_metrics(*args, **parts)
     for key in SHARED_METRICS:
         out[key] = shared[key]
     if intended is not None:
-        out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended)["contact_schedule_match"]
+        out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended,
+                                                       **parts)["contact_schedule_match"]
     return out
 
 

@@ -35,7 +35,15 @@ from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch,
 from akd_core.physics.engines.warp_runtime import resolve_device
 from akd_core.physics.gradient import track_adam
 from akd_core.physics.inverse import inverse_dynamics_torques
-from akd_core.physics.metrics import contact_match, fall_warning, feet_of, stance_slip, tracking_metrics, tracks_better
+from akd_core.physics.metrics import (
+    contact_match,
+    contact_schedule,
+    fall_warning,
+    feet_of,
+    stance_slip,
+    tracking_metrics,
+    tracks_better,
+)
 from akd_core.physics.params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
 from akd_core.physics.planner import SamplingConfig, SamplingPlanner
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose
@@ -167,8 +175,8 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
         raise MotionError("the reference clip needs at least two frames at the control rate to track")
     physics = default_physics(robot, kp=cfg.kp, kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu,
                               kp_per_kg=KP_PER_KG_MPC)
-    foot_names, offsets, _ = feet_of(robot, reference)
-    feet = Feet(tuple(foot_names), np.asarray(offsets, dtype=np.float64).reshape(-1, 3))
+    schedule = contact_schedule(robot, reference)  # every contact part of every foot (heel and toe of a sole)
+    feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
     engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device)
     root0, shift = start_pose(robot, reference)
@@ -185,11 +193,14 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
                     root_lin_vel=reference.root_lin_vel().astype(np.float64),
                     joint_pos=reference.joint_pos.astype(np.float64))
     sampling, horizon_s, weights = sized(cfg, robot, reference, device)
-    cost = TrackingCost(ref, weights, physics.effort, CONTACT_FORCE_FRACTION * robot.total_mass * GRAVITY)
+    cost = TrackingCost(ref, weights, physics.effort, CONTACT_FORCE_FRACTION * robot.total_mass * GRAVITY,
+                        foot_of=schedule.foot_of)
     frames = lambda seconds: max(1, int(round(seconds * hz)))  # noqa: E731
     torques = None
     if cfg.inverse_dynamics and feet.names:
-        torques, _ = inverse_dynamics_torques(robot, reference, physics, feet, root_pos=ref_root)
+        # the ground pushes at the parts the schedule puts down (the toe line alone at toe-off)
+        torques, _ = inverse_dynamics_torques(robot, reference, physics, feet, root_pos=ref_root,
+                                              stance=schedule.intended)
     return Setup(robot=robot, reference=reference, physics=physics, engine=engine, cost=cost, ref=ref, start=start,
                  height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
                                                                      cfg.velocity_feedforward, torques),
@@ -207,6 +218,7 @@ class Execution:
     torque_peak: list[np.ndarray] = field(default_factory=list)
     foot_vel: list[np.ndarray] = field(default_factory=list)  # (R*S, K, 3)
     foot_force: list[np.ndarray] = field(default_factory=list)  # (R*S, K)
+    foot_height: list[np.ndarray] = field(default_factory=list)  # (R*S, K)
     diverged: bool = False
 
     def add(self, batch: RolloutBatch) -> None:
@@ -215,6 +227,7 @@ class Execution:
         self.torque_peak.append(batch.torque_peak[0])
         self.foot_vel.append(batch.foot_vel[0])
         self.foot_force.append(batch.foot_force[0])
+        self.foot_height.append(batch.foot_height[0])
         self.diverged |= bool(batch.diverged[0])
 
 
@@ -242,13 +255,14 @@ def to_tracked(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple
 
 def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple[TrackedMotion, dict[str, Any]]:
     tracked, peak = to_tracked(setup, record, pd_targets)
-    slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n)
+    schedule = contact_schedule(setup.robot, setup.reference)
+    slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n,
+                       np.concatenate(record.foot_height), schedule.foot_of)  # at the parts touching the ground
     metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
                                setup.engine.link_names, record.diverged, slip)
-    _, _, intended = feet_of(setup.robot, setup.reference)
-    if intended is not None:  # the engine's contacts against the schedule (the height-based one counts near misses)
-        match = contact_match(np.concatenate(record.foot_force), intended, setup.engine.steps,
-                              setup.cost.contact_force_n)
+    if schedule.intended is not None:  # the engine's contacts against the schedule (height-based counts near misses)
+        match = contact_match(np.concatenate(record.foot_force), schedule.intended, setup.engine.steps,
+                              setup.cost.contact_force_n, schedule.foot_of)
         if match is not None:
             metrics["contact_schedule_match"] = match
     return tracked, metrics
