@@ -65,6 +65,8 @@ class Episode:
     foot_names: list[str]  # (K,) URDF link names
     foot_pos: np.ndarray  # (T, K, 3) world positions of the foot contact points
     foot_contacts: np.ndarray  # (T, K) bool, foot's lowest point within CONTACT_HEIGHT_M of the ground
+    contact_labels: list[str]  # (P,) the parts of a foot that touch the ground (["heel", "toe"]; ["sole"])
+    foot_part_contacts: np.ndarray  # (T, K, P) bool, each part within CONTACT_HEIGHT_M of the ground
     body_names: list[str]  # (B,)
     body_pos: np.ndarray  # (T, B, 3) world
     body_quat: np.ndarray  # (T, B, 4) xyzw, world
@@ -193,6 +195,8 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
     foot_names, foot_offsets = _feet(robot, motion)
     body = body_poses(robot, arrays["root_pos"], arrays["root_quat"], arrays["joint_pos"], dt)
     foot_pos, foot_low = _foot_points(robot, foot_names, foot_offsets, body["pos"], body["rot"])
+    parts = _part_heights(robot, foot_names, motion.contact_points() if motion.foot_names else
+                          foot_offsets[:, None], body["pos"], body["rot"])
     prompt = str(manifest.get("prompt") or motion.prompt or "")
     return Episode(
         run_dir=run.path, robot=robot, source=source, prompt=prompt, seed=_seed(manifest), success=bool(success),
@@ -201,6 +205,8 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         kp=None if kp is None else np.asarray(kp, dtype=np.float32),
         kd=None if kd is None else np.asarray(kd, dtype=np.float32),
         foot_names=foot_names, foot_pos=foot_pos.astype(np.float32), foot_contacts=foot_low < CONTACT_HEIGHT_M,
+        contact_labels=motion.contact_labels() if motion.foot_names else ["sole"],
+        foot_part_contacts=parts < CONTACT_HEIGHT_M,
         body_names=list(robot.link_names), body_pos=body["pos"].astype(np.float32),
         body_quat=body["quat"].astype(np.float32), body_lin_vel=body["lin_vel"].astype(np.float32),
         body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest)
@@ -278,6 +284,26 @@ def _foot_points(robot: Robot, foot_names: list[str], foot_offsets: np.ndarray, 
             height = np.minimum(height, world[..., 2].min(1))
         low[:, k] = height
     return points, low
+
+
+def has_parts(episode: Episode) -> bool:
+    """Whether the episode's feet have contact parts of their own (heel and toe), not one point each."""
+    return bool(episode.foot_names) and episode.contact_labels != ["sole"]
+
+
+def part_names(episode: Episode) -> list[str]:
+    """Names (K*P,) of the contact-part columns, foot-major: ``"<foot link>/<part>"``."""
+    return [f"{foot}/{part}" for foot in episode.foot_names for part in episode.contact_labels]
+
+
+def _part_heights(robot: Robot, foot_names: list[str], points: np.ndarray, link_pos: np.ndarray,
+                  link_rot: np.ndarray) -> np.ndarray:
+    """Heights (T, K, P) of each foot's contact parts ``points`` (K, P, 3) in its link frame (heel and toe lines)."""
+    out = np.zeros((link_pos.shape[0], len(foot_names), points.shape[1]))
+    for k, name in enumerate(foot_names):
+        li = robot.link_index(name)
+        out[:, k] = (link_pos[:, li, None] + np.einsum("tij,pj->tpi", link_rot[:, li], points[k]))[..., 2]
+    return out
 
 
 def stack_checked(episodes: list[Episode], fmt: str) -> None:

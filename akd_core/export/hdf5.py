@@ -14,6 +14,9 @@ Layout (docs/formats.md has the full table)::
       obs/root_pos         (T, 3)      obs/root_quat      (T, 4) xyzw
       obs/root_lin_vel     (T, 3)      obs/root_ang_vel   (T, 3) world frame
       obs/foot_contacts    (T, K) uint8 (1 = foot within 1.5 cm of the ground)
+      obs/foot_contact_parts (T, K*P) uint8, clips whose feet have parts (a sole's heel and toe lines): 1 = that
+                           part within 1.5 cm of the ground; columns foot-major, named by the demo attr
+                           ``foot_contact_parts`` (JSON, "<foot>/<part>")
       joint_torques        (T, J) N m
       states               (T, 13 + 2J) root pos(3), root quat xyzw(4), joint pos(J), root lin vel(3),
                            root ang vel(3), joint vel(J)
@@ -35,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from akd_core.export.common import Episode, require_tracked, stack_checked
+from akd_core.export.common import Episode, has_parts, part_names, require_tracked, stack_checked
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -186,6 +189,10 @@ def _write_demo(group, episode: Episode) -> None:
     for key in OBS_KEYS[:-1]:
         _dataset(group, f"obs/{key}", getattr(episode, key).astype(f32))
     _dataset(group, "obs/foot_contacts", episode.foot_contacts.astype(np.uint8))
+    if has_parts(episode):
+        group.attrs["foot_contact_parts"] = json.dumps(part_names(episode))
+        _dataset(group, "obs/foot_contact_parts",
+                 episode.foot_part_contacts.reshape(episode.num_samples, -1).astype(np.uint8))
     _dataset(group, "joint_torques", episode.joint_torques.astype(f32))
     _dataset(group, "states", flat_states(episode))
     init = group.create_group("initial_state/articulation/robot")

@@ -14,7 +14,8 @@ Layout (mirrors lerobot's ``datasets/utils.py`` constants and ``LeRobotDatasetMe
 
 Frame features: ``observation.state`` (2J + 13: joint positions, joint velocities, root position, root quaternion
 xyzw, root linear and angular velocity in the world frame; every entry named), ``action`` (J PD targets),
-``observation.effort`` (J torques), ``observation.foot_contacts`` (K, 0/1), and lerobot's automatic
+``observation.effort`` (J torques), ``observation.foot_contacts`` (K, 0/1), for feet with contact parts
+``observation.foot_contact_parts`` (K*P, 0/1: heel and toe lines, named ``<foot>/<part>``), and lerobot's automatic
 ``timestamp`` (= frame_index / fps), ``frame_index``, ``episode_index``, ``index``, ``task_index``.
 
 Appending reads the dataset, adds the new episodes (episode and frame indices continue, prompts seen before keep
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from akd_core.export.common import Episode, require_tracked, stack_checked
+from akd_core.export.common import Episode, has_parts, part_names, require_tracked, stack_checked
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -79,6 +80,9 @@ def episode_features(episode: Episode) -> dict[str, dict[str, Any]]:
     }
     if k:  # a robot without feet (e.g. an arm) has no contact feature
         features["observation.foot_contacts"] = {"dtype": "float32", "shape": [k], "names": list(episode.foot_names)}
+    if has_parts(episode):  # which part of each foot is down (heel, toe)
+        names = part_names(episode)
+        features["observation.foot_contact_parts"] = {"dtype": "float32", "shape": [len(names)], "names": names}
     return {**features, **json.loads(json.dumps(DEFAULT_FEATURES))}
 
 
@@ -90,6 +94,9 @@ def _frame_values(episode: Episode) -> dict[str, np.ndarray]:
               "observation.effort": episode.joint_torques.astype(np.float32)}
     if episode.foot_names:
         values["observation.foot_contacts"] = episode.foot_contacts.astype(np.float32)
+    if has_parts(episode):
+        values["observation.foot_contact_parts"] = episode.foot_part_contacts.reshape(
+            episode.num_samples, -1).astype(np.float32)
     return values
 
 
