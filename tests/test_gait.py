@@ -41,8 +41,10 @@ def _robot(name: str):
 
 
 def _quality(robot, motion: Motion) -> dict:
+    # skating at the parts of a foot that are down (a human-like walk rolls its soles: heel strike, toe-off)
     return motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
-                          motion.foot_names, motion.foot_offsets, motion.foot_contacts)
+                          motion.foot_names, motion.foot_offsets, motion.foot_contacts,
+                          contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
 
 
 def _assert_quality(robot, result) -> dict:
@@ -362,8 +364,11 @@ def test_biped_walk_keeps_the_cop_over_the_stance_foot(name):
 
 
 def test_biped_walk_sways_over_the_stance_foot_and_keeps_height_yaw_and_feet(monkeypatch):
+    """The crouched ZMP walk of bipeds without human-like legs (here the humanoid with HUMAN_WALK off: its own walk
+    is akd_core.motion.humanoid's, tests/test_humanoid_walk.py)."""
     import akd_core.motion.gait as gait_module
 
+    monkeypatch.setattr(gait_module, "HUMAN_WALK", False)
     robot = _robot("humanoid")
     legs = find_legs(robot)
     spec = GaitSpec("walk", speed=0.4)

@@ -8,7 +8,7 @@ import pytest
 from akd_core.io.errors import JointLimitError, MotionError
 from akd_core.model.robot import load_urdf
 from akd_core.model.spatial import angular_velocity, quat_slerp
-from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.motion.clip import MOTION_SCHEMA, Motion, TrackedMotion
 
 from .conftest import example_robot_urdf
 
@@ -31,7 +31,7 @@ def test_save_load_round_trip(tmp_path):
     for field in ("joint_pos", "root_pos", "root_quat", "foot_offsets", "foot_contacts"):
         np.testing.assert_array_equal(getattr(again, field), getattr(motion, field))
     assert again.joint_names == motion.joint_names and again.foot_names == motion.foot_names
-    assert again.prompt == "trot" and again.fps == 50.0 and again.schema == 1
+    assert again.prompt == "trot" and again.fps == 50.0 and again.schema == MOTION_SCHEMA == 2
     assert not list(tmp_path.glob(".*tmp*")), "no temporary files left behind"
 
 
