@@ -2,7 +2,7 @@
 RUN/reference.npz and RUN/tracked.npz, not from the run's own metrics.
 
     .venv/bin/python bench/bench_humanoid_gait.py [--out DIR] [--cases g1,humanoid,talos,g1-turn] [--track]
-        [--reuse] [--no-preview]
+        [--reuse] [--no-preview] [--frames DIR]
 
 Each case runs ``akd gait --robot R --prompt P --out DIR/<case> --duration 4`` as a subprocess with a fresh
 AKD_CACHE (cold: no meshes converted by an earlier run) and times it (wall, and CPU of the process); ``--track``
@@ -26,6 +26,10 @@ without running anything. Then, from the files only:
   resampled to the control rate and raised by the start-height difference), slip (mean horizontal speed of the
   foot geometry points within 5 mm of the ground in two consecutive control frames, FK of tracked.npz), max tilt
   of the root (upright: < 30 deg), and the cross-check verdict of crosscheck.json.
+
+``--frames DIR`` also writes, per case, ``DIR/<case>_frames.png``: the reference seen from the robot's right side at
+four moments of one left step after 1.5 s (heel strike, mid-stance, toe-off, mid-swing, from the reference's contact
+parts), and below it the tracked motion at the same moments when tracked.npz exists (docs/gait.md shows these).
 """
 
 from __future__ import annotations
@@ -199,6 +203,44 @@ def tracked_figures(robot: Robot, motion: Motion, tracked: TrackedMotion) -> dic
     return {"link_err_m": link_err, "slip_mps": slip, "max_tilt_deg": tilt}
 
 
+def key_frames(motion: Motion) -> dict[str, int]:
+    """Frames of the left foot's first full step after 1.5 s: heel strike, mid-stance, toe-off, mid-swing."""
+    parts = motion.contact_parts()[:, 0]  # (F, P) of the first (left) foot
+    stance = motion.foot_contacts[:, 0]
+    start = int(1.5 * motion.fps)
+    land = start + int(np.flatnonzero(stance[start + 1:] & ~stance[start:-1])[0]) + 1
+    lift = land + int(np.flatnonzero(~stance[land:])[0]) - 1
+    nxt = lift + 1 + int(np.flatnonzero(stance[lift + 1:])[0])
+    flat = np.flatnonzero(parts[land:lift + 1].all(-1)) + land if parts.shape[1] > 1 else np.arange(land, lift + 1)
+    return {"heel strike": land, "mid-stance": int(flat[len(flat) // 2]), "toe-off": lift,
+            "mid-swing": (lift + nxt) // 2}
+
+
+def write_frames(robot: Robot, motion: Motion, tracked: TrackedMotion | None, path: Path) -> None:
+    """Side views (from the right) of the reference (and the tracked motion) at :func:`key_frames`."""
+    import imageio.v3 as iio
+
+    from akd_core.render.preview import PreviewRenderer, PreviewStyle, draw_label
+
+    frames = key_frames(motion)
+    renderer = PreviewRenderer(robot, 320, 320, PreviewStyle(azimuth_deg=-90.0, elevation_deg=5.0, margin=1.05))
+    rows = []
+    sources = [("reference", motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps)]
+    if tracked is not None:
+        sources.append(("tracked", tracked.root_pos, tracked.root_quat, tracked.joint_pos, 1.0 / tracked.dt))
+    for name, root_pos, root_quat, joint_pos, fps in sources:
+        link_pos, link_rot = renderer.link_poses(root_pos.astype(np.float64), root_quat.astype(np.float64),
+                                                 joint_pos.astype(np.float64))
+        camera = renderer.follow_camera(root_pos.astype(np.float64), root_quat.astype(np.float64), fps)
+        panels = []
+        for moment, frame in frames.items():
+            i = min(int(round(frame / motion.fps * fps)), len(root_pos) - 1)
+            image = renderer.render(link_pos[i], link_rot[i], camera.viewmats[i], camera.K)
+            panels.append(draw_label(image, f"{name} {i / fps:.2f} s: {moment}", 4, 3, 16))
+        rows.append(np.concatenate(panels, axis=1))
+    iio.imwrite(path, np.concatenate(rows, axis=0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "akd-bench-humanoid")
@@ -206,6 +248,7 @@ def main() -> int:
     parser.add_argument("--track", action="store_true", help="also akd track and akd crosscheck each run")
     parser.add_argument("--reuse", action="store_true", help="measure existing runs, run nothing")
     parser.add_argument("--no-preview", action="store_true", help="akd gait --no-preview")
+    parser.add_argument("--frames", type=Path, default=None, help="write side-view key frames per case here")
     args = parser.parse_args()
     python = sys.executable
     rows = []
@@ -228,8 +271,12 @@ def main() -> int:
         row = {"case": case, **reference_figures(robot, motion, prompt), "times": times}
         manifest = json.loads((run / "manifest.json").read_text())
         row["notes"] = [n for n in manifest["stages"]["gait"]["config"].get("notes", []) if "slowed" in n]
-        if (run / "tracked.npz").exists():
-            row.update(tracked_figures(robot, motion, TrackedMotion.load(run / "tracked.npz")))
+        tracked = TrackedMotion.load(run / "tracked.npz") if (run / "tracked.npz").exists() else None
+        if args.frames is not None:
+            args.frames.mkdir(parents=True, exist_ok=True)
+            write_frames(robot, motion, tracked, args.frames / f"{case}_frames.png")
+        if tracked is not None:
+            row.update(tracked_figures(robot, motion, tracked))
             if (run / "crosscheck.json").exists():
                 cross = json.loads((run / "crosscheck.json").read_text())
                 row["crosscheck"] = cross.get("passed", cross.get("pass"))

@@ -490,3 +490,32 @@ def test_several_robots_share_an_hdf5_but_not_a_lerobot_dataset(runs, tmp_path):
         assert f["data/demo_1/actions"].shape == (STEPS, robot.num_dofs)
     with pytest.raises(MotionError, match="one robot"):
         export_runs([runs[0].path, run.path], "lerobot", tmp_path / "lr")
+
+
+def test_feet_with_heel_and_toe_parts_export_which_part_is_down(tmp_path):
+    """A reference whose feet have two parts (schema 2, as a human-like walk's heel and toe lines): HDF5 and LeRobot
+    hold each part's contact, from FK of the exported states, named <foot>/<part>; one-part feet add nothing."""
+    run = make_run(tmp_path / "parts", "a dog with parts", 5)
+    motion = Motion.load(run.file(REFERENCE))
+    low, high = np.zeros(3), np.array([0.0, 0.0, 0.05])  # the second part sits 5 cm up the foot: never down
+    parts = np.zeros((motion.num_frames, 4, 2), bool)
+    parts[:, :, 0] = True
+    Motion(fps=motion.fps, joint_names=motion.joint_names, joint_pos=motion.joint_pos, root_pos=motion.root_pos,
+           root_quat=motion.root_quat, foot_names=motion.foot_names, foot_offsets=motion.foot_offsets,
+           foot_contacts=parts.any(-1), prompt=motion.prompt, foot_contact_points=np.tile([low, high], (4, 1, 1)),
+           foot_contact_parts=parts, foot_contact_labels=["low", "high"]).save(run.file(REFERENCE))
+    episode = load_episode(run.path)
+    assert episode.contact_labels == ["low", "high"] and episode.foot_part_contacts.shape == (STEPS, 4, 2)
+    assert not episode.foot_part_contacts[..., 1].any()  # 5 cm above a foot on the ground: never within 1.5 cm
+    np.testing.assert_array_equal(episode.foot_part_contacts[..., 0], episode.foot_pos[..., 2] < CONTACT_HEIGHT_M)
+    (path,) = export_runs([run.path], "hdf5", tmp_path / "parts.hdf5")
+    demo = read_hdf5(path).demos[0]
+    assert json.loads(demo.attrs["foot_contact_parts"])[:2] == [f"{FEET[0]}/low", f"{FEET[0]}/high"]
+    np.testing.assert_array_equal(demo.obs["foot_contact_parts"], episode.foot_part_contacts.reshape(STEPS, 8))
+    (root,) = export_runs([run.path], "lerobot", tmp_path / "lerobot")
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["features"]["observation.foot_contact_parts"]["names"][1] == f"{FEET[0]}/high"
+    one = load_episode(make_run(tmp_path / "plain", "a dog", 6).path)
+    assert one.contact_labels == ["sole"] and one.foot_part_contacts.shape == (STEPS, 4, 1)
+    (plain,) = export_runs([one.run_dir], "hdf5", tmp_path / "plain.hdf5")
+    assert "foot_contact_parts" not in read_hdf5(plain).demos[0].obs

