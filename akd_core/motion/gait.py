@@ -13,6 +13,9 @@ Pipeline of :func:`generate_gait`:
    feet on the ground (up in flight, down in stance). Biped walks then shift the root horizontally (after IK,
    iterating) so the whole-body CoM follows a cart-table pendulum whose ZMP tracks the stance feet
    (:mod:`akd_core.motion.zmp` preview control, :func:`_balance_biped`); feet, height and yaw stay as planned.
+   Biped walks of robots with human-like legs (:func:`akd_core.motion.humanoid.humanoid_body`) are made by
+   :mod:`akd_core.motion.humanoid` instead: heel strike and toe-off, near-straight knees under a CoM that rises
+   and falls, arm swing and pelvis yaw (``HUMAN_WALK``).
 3. **Footholds.** Leg ``k`` is in stance while ``frac(frequency * t + phase_k) < duty_factor``. During one
    stance interval its contact point stays fixed at the Raibert-like foothold: the body pose at mid-stance
    composed with the leg's nominal foot position, on the ground (z = 0). In swing the foot travels to the
