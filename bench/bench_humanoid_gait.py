@@ -65,7 +65,13 @@ CASES = {  # name -> (robot, prompt)
     "humanoid": ("humanoid", "walk forward"),
     "talos": (f"{ERD}/talos_data/robots/talos_reduced.urdf", "walk forward"),
     "g1-turn": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk forward turning left"),
+    # the prompt's other speed levels (not run by default)
+    "g1-slow": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk slowly"),
+    "g1-quick": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk quickly"),
+    "humanoid-slow": ("humanoid", "walk slowly"),
+    "humanoid-quick": ("humanoid", "walk quickly"),
 }
+DEFAULT_CASES = ("g1", "humanoid", "talos", "g1-turn")
 STANCE_HEIGHT_M = 0.01
 SLIP_HEIGHT_M = 0.005
 
@@ -244,7 +250,8 @@ def write_frames(robot: Robot, motion: Motion, tracked: TrackedMotion | None, pa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "akd-bench-humanoid")
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
+                        help=f"comma-separated subset of {','.join(CASES)} (default {','.join(DEFAULT_CASES)})")
     parser.add_argument("--track", action="store_true", help="also akd track and akd crosscheck each run")
     parser.add_argument("--reuse", action="store_true", help="measure existing runs, run nothing")
     parser.add_argument("--no-preview", action="store_true", help="akd gait --no-preview")
@@ -281,21 +288,21 @@ def main() -> int:
                 cross = json.loads((run / "crosscheck.json").read_text())
                 row["crosscheck"] = cross.get("passed", cross.get("pass"))
         rows.append(row)
-    print(f"{'case':9s} {'knee L/R deg':>13s} {'pelvis':>7s} {'arm pp deg':>11s} {'CoP in':>7s} "
+    print(f"{'case':14s} {'knee L/R deg':>13s} {'pelvis':>7s} {'arm pp deg':>11s} {'CoP in':>7s} "
           f"{'speed/asked m/s':>16s} {'gait s (cpu)':>13s} {'link m':>7s} {'slip m/s':>9s} {'tilt':>5s} "
           f"{'cross':>6s} {'track s':>8s}")
     for r in rows:
         gait = r["times"].get("gait")
         track = r["times"].get("track")
         arm = "/".join(f"{a:.0f}" for a in r["arm_pp_deg"]) or "-"
-        print(f"{r['case']:9s} {r['knee_deg'][0]:6.1f}/{r['knee_deg'][1]:<6.1f} {100 * r['pelvis_frac']:6.1f}% "
+        print(f"{r['case']:14s} {r['knee_deg'][0]:6.1f}/{r['knee_deg'][1]:<6.1f} {100 * r['pelvis_frac']:6.1f}% "
               f"{arm:>11s} {100 * r['cop_inside']:6.1f}% {r['speed_mps']:7.2f}/{r['asked_mps']:<8.2f} "
               + (f"{gait[0]:6.1f} ({gait[1]:4.1f})" if gait else f"{'-':>13s}") + " "
               + (f"{r['link_err_m']:7.3f} {r['slip_mps']:9.3f} {r['max_tilt_deg']:5.1f} {str(r.get('crosscheck')):>6s}"
                  if "link_err_m" in r else f"{'-':>7s} {'-':>9s} {'-':>5s} {'-':>6s}")
               + (f" {track[0]:8.0f}" if track else ""))
         for note in r["notes"]:
-            print(f"          note: {note}")
+            print(f"{'':15s}note: {note}")
     (args.out / "bench_humanoid_gait.json").write_text(json.dumps(rows, indent=1, default=str))
     return 0
 
