@@ -94,10 +94,24 @@ def test_the_humanoid_body_finds_knees_soles_arms_and_waist_by_axis():
 
 @pytest.mark.slow  # talos' meshes load in ~10 s
 def test_talos_sole_is_found_on_the_link_its_sole_frame_is_welded_to():
+    from akd_core.physics.metrics import contact_schedule
+
     robot = _robot("talos")
-    body = humanoid_body(robot, find_legs(robot))
+    legs = find_legs(robot)
+    body = humanoid_body(robot, legs)
     assert body.arms == ()  # its shoulders turn about z and x: no sagittal joint to swing
     assert 0.15 < 2 * body.soles[0].half_length < 0.3
+    # the engines feel the ground on the link that has the sole's geometry, at the same points
+    clip = Motion(fps=50, joint_names=robot.joint_names, joint_pos=np.zeros((2, robot.num_dofs)),
+                  root_pos=np.zeros((2, 3)), root_quat=[[0, 0, 0, 1.0]] * 2, foot_names=[leg.foot_link for leg in legs],
+                  foot_offsets=[leg.foot_offset for leg in legs], foot_contacts=np.ones((2, 2), bool))
+    schedule = contact_schedule(robot, clip)
+    assert schedule.names == ("leg_left_6_link", "leg_right_6_link")
+    pos, rot = _link_poses(robot, clip)
+    for k, leg in enumerate(legs):
+        a, b = robot.link_index(leg.foot_link), robot.link_index(schedule.names[k])
+        np.testing.assert_allclose(pos[0, b] + rot[0, b] @ schedule.points[k], pos[0, a] + rot[0, a] @ leg.foot_offset,
+                                   atol=1e-9)
 
 
 # ----------------------------------------------------------------------------- the walk

@@ -955,8 +955,8 @@ def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request
         if ratio <= max_velocity_ratio or (request.speed == 0 and request.turn_rate == 0) or attempt == 4:
             break
         message = (f"walk at {request.speed:.2f} m/s needs joint '{robot.joint_names[joint]}' at {ratio:.2f} x its "
-                   f"URDF velocity limit ({limit[joint]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x) at every "
-                   f"cadence")
+                   f"URDF velocity limit ({limit[joint]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x) even at "
+                   f"{frequency:.2f} Hz, the lowest cadence for this speed (Alexander's stride)")
         if not slow_down:
             raise MotionError(f"{message}; ask for a slower walk or raise the limit")
         scale = 0.97 * max_velocity_ratio / ratio

@@ -11,7 +11,7 @@ import torch
 
 from akd_core.io.errors import AKDError
 from akd_core.model.kinematics import ForwardKinematics
-from akd_core.model.legs import find_legs
+from akd_core.model.legs import find_legs, rest_link_poses, welded_links
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
 from akd_core.motion.clip import Motion, TrackedMotion
@@ -107,14 +107,31 @@ class ContactSchedule:
 
 def contact_schedule(robot: Robot, ref: Motion) -> ContactSchedule:
     """The :class:`ContactSchedule` of ``ref`` (``Motion.contact_points_flat``; one point per detected leg when the
-    reference names no feet)."""
+    reference names no feet). A foot link without collision geometry (talos' ``left_sole_link``, a frame welded to
+    the ankle link that carries the sole) is reported on the welded link that has it, its points moved into that
+    link's frame: an engine's contact sensor on a body without geometry never feels the ground."""
     if len(ref.foot_names):
         names, points, parts, foot_of = ref.contact_points_flat()
         intended = parts if ref.foot_contacts is not None and ref.foot_contacts.any() else None
-        return ContactSchedule(tuple(names), points, foot_of, intended)
-    names, offsets, _ = feet_of(robot, ref)
-    return ContactSchedule(tuple(names), np.asarray(offsets, dtype=np.float64).reshape(-1, 3),
-                           np.arange(len(names)), None)
+    else:
+        names, points, _ = feet_of(robot, ref)
+        points, parts, foot_of, intended = np.asarray(points, dtype=np.float64).reshape(-1, 3), None, \
+            np.arange(len(names)), None
+    names, points = list(names), np.array(points, dtype=np.float64)
+    poses = None
+    for i, name in enumerate(names):
+        if robot.links[robot.link_index(name)].collisions:
+            continue
+        carrier = next((n for n in welded_links(robot, name)[1:] if robot.links[robot.link_index(n)].collisions), None)
+        if carrier is None:
+            continue
+        if poses is None:
+            poses = rest_link_poses(robot, np.zeros(robot.num_dofs))
+        pos, rot = poses
+        a, b = robot.link_index(name), robot.link_index(carrier)
+        points[i] = rot[b].T @ (pos[a] + rot[a] @ points[i] - pos[b])
+        names[i] = carrier
+    return ContactSchedule(tuple(names), points, np.asarray(foot_of), intended)
 
 
 def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
