@@ -90,6 +90,8 @@ setup(
             "akd = akd_core.cli:main",
             "akd_replay = akd_ros.replay:main",
             "akd_generator = akd_ros.generator:main",
+            "akd_sim = akd_ros.sim:main",
+            "akd_policy = akd_ros.policy_node:main",
         ],
     },
     zip_safe=True,

@@ -143,6 +143,18 @@ class WorldPhysics:
                    sim_dt=float(d["sim_dt"]))
 
 
+def delayed_ramp(before: np.ndarray, current: np.ndarray, target: np.ndarray, steps: int, dt: float,
+                 latency_s: float) -> np.ndarray:
+    """Per-substep PD targets (steps, J) of one control period when the target signal (linear from ``before`` to
+    ``current`` over the previous period, then to ``target`` over this one) is delayed by ``latency_s`` <= dt.
+    With no latency this is :func:`akd_core.physics.targets.substep_targets` of (current, target)."""
+    h = dt / steps
+    u = (np.arange(steps) * h - latency_s) / dt  # (S,) position on this period's ramp, negative: still the last
+    this = current[None] + (target - current)[None] * np.maximum(u, 0.0)[:, None]
+    last = before[None] + (current - before)[None] * (1.0 + np.minimum(u, 0.0))[:, None]
+    return np.where((u >= 0)[:, None], this, last)
+
+
 def fallen(root_pos: np.ndarray, root_quat: np.ndarray, start_height: float) -> bool:
     """Tracking's fall rule: tilt over FALL_TILT_DEG or the root below FALL_HEIGHT_FRACTION of its start height."""
     up_z = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))[2, 2]
@@ -206,10 +218,7 @@ class SimWorld:
         if not np.all(np.isfinite(target)):
             raise ConfigError("a controller produced a non-finite PD target; this is a bug (please report it)")
         before, current = self.targets
-        steps, h = self.physics.substeps, self.physics.sim_dt
-        for s in range(steps):
-            u = (s * h - self.latency_s) / self.dt  # in [-1, 1): the delayed position on the target ramp
-            ctrl = current + (target - current) * u if u >= 0 else before + (current - before) * (1.0 + u)
+        for ctrl in delayed_ramp(before, current, target, self.physics.substeps, self.dt, self.latency_s):
             self.data.ctrl[self.engine.act] = ctrl
             self.mujoco.mj_step(self.model, self.data)
         self.targets = np.stack([current, target])

@@ -136,9 +136,9 @@ class ReferenceClip:
         frames = np.asarray(frames, dtype=np.int64)
         last, period = self.num_frames - 1, self.loop_frames
         start = last - period
-        past = np.maximum(frames - start, 0)
+        past = np.maximum(frames - start - 1, 0)  # frames past the loop's first repeated frame, start + 1
         loops = np.where(frames > last, past // period, 0)
-        source = np.where(frames > last, start + past % period, frames)
+        source = np.where(frames > last, start + 1 + past % period, frames)
         return source, loops
 
     def _loop_transform(self) -> tuple[float, np.ndarray]:
