@@ -269,7 +269,13 @@ class SimNode(Node):
         self.get_logger().info(
             f"simulating '{self.robot.name}' ({len(self.joint_names)} joints) from {setup.source}: control "
             f"{1.0 / self.physics.dt:g} Hz, MuJoCo step {self.physics.sim_dt * 1e3:g} ms"
-            f"{', lockstep' if options.lockstep else f', {options.real_time_factor:g} x real time'}")
+            f"{self._pace_text()}")
+
+    def _pace_text(self) -> str:
+        if self.options.lockstep:
+            return ", lockstep"
+        rtf = self.options.real_time_factor
+        return f", {rtf:g} x real time" if rtf > 0 else ", as fast as it can"
 
     # -- commands ---------------------------------------------------------------
     def now_ns(self) -> int:
