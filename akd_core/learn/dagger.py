@@ -4,8 +4,9 @@ are aggregated with the demonstrations and the policy is retrained; repeat.
 Iteration 0 is behaviour cloning on the dataset (:func:`akd_core.learn.bc.train_bc`). Each iteration i >= 1 then:
 
 1. rolls the current policy out in ``episodes`` MuJoCo worlds of ``episode_s`` seconds, each under the evaluation's
-   randomisation (pushes, friction, base mass, action latency, observation noise) and starting from a random frame
-   of a random demonstration (so states off the clip's start are visited too);
+   randomisation (pushes, friction, base mass, action latency, observation noise), starting from a random frame
+   of a random demonstration with a push at the start as well (so states off the clip are visited from the first
+   label on);
 2. every ``label_every`` control periods asks the MPC expert (:class:`~akd_core.learn.expert.MPCExpert`: the
    tracker's planner, tracking the same reference from the exact simulator state, warm-started from its previous
    plan) for the PD target it would send, and stores (the observation the policy saw, that target);
@@ -219,7 +220,11 @@ def train_dagger(dataset: PolicyDataset, robot: Robot, cfg: DaggerConfig | None 
             for e in range(len(state["episodes"]), cfg.episodes):
                 draw = draw_episode(cfg.randomisation, cfg.seed * 1000 + it, e, len(clips), frames, dataset.dt)
                 demo_frames = dataset.demos[draw.clip].num_frames
-                draw.start_frame = int(np.random.default_rng([cfg.seed, it, e, 7]).integers(max(demo_frames - 1, 1)))
+                start_rng = np.random.default_rng([cfg.seed, it, e, 7])
+                draw.start_frame = int(start_rng.integers(max(demo_frames - 1, 1)))
+                if cfg.randomisation.push_mps > 0:  # and off the clip: a kick at the start as well
+                    draw.push_frames = [0, *draw.push_frames]
+                    draw.push_dirs = [float(start_rng.uniform(-np.pi, np.pi)), *draw.push_dirs]
                 rollout = LabellingRollout(policy, cfg, beta, np.random.default_rng([cfg.seed, it, e]), bar)
                 row, _ = run_episode(robot, physics, clips[draw.clip], starts[draw.clip], draw, rollout, frames,
                                      cfg.randomisation.push_mps)
