@@ -354,6 +354,15 @@ def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
     # a target it did not plan (a policy drove) makes it re-plan from the state it is given
     expert.act(25, world.engine_state(), world.last_target + 0.01)
     assert expert.plans == 14 and expert.plan_frame == 25
+    # re-anchoring: a base 0.3 m to the side of the reference moves the reference by the excess over the radius
+    moved = BodyState(start.root_pos + [0.0, 0.3, 0.0], start.root_quat, start.joint_pos, start.root_lin_vel,
+                      start.root_ang_vel, start.joint_vel)
+    world.reset(moved, target0)
+    anchored = MPCExpert(world, clip, 10, ExpertConfig(samples=4, anchor_radius_m=0.05))
+    anchored.act(0, world.engine_state(), world.last_target)
+    np.testing.assert_allclose(anchored.shift, [0.0, 0.25], atol=1e-3)
+    np.testing.assert_allclose(anchored.setup.ref.root_pos[:, 1] - anchored.base_ref.root_pos[:, 1], 0.25, atol=1e-3)
+    np.testing.assert_allclose(anchored.setup.ref.link_pos[..., 2], anchored.base_ref.link_pos[..., 2])
 
 
 # ----------------------------------------------------------------------------- evaluation

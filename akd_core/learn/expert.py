@@ -12,7 +12,10 @@ Differences from ``akd track``, all deliberate:
   target actually executed is not the one it planned (a policy drove, DAgger): the knots it keeps from the previous
   plan are the warm start;
 - it knows the episode's friction and base mass (a privileged expert: its engine is the world's model) but not
-  the pushes or the latency, and it plans from the exact simulator state (no observation noise).
+  the pushes or the latency, and it plans from the exact simulator state (no observation noise);
+- with ``anchor_radius_m``, when a push has moved the base further than that (horizontally) from the reference's
+  root, the reference is shifted horizontally by the excess from then on (its poses, gait and heading unchanged), so
+  the expert does not spend the robot's balance on walking back to where the push took it from.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from akd_core.learn.env import SimWorld
 from akd_core.learn.reference import ReferenceClip
+from akd_core.physics.cost import TrackingCost
 from akd_core.physics.engines.mujoco import MujocoState
 from akd_core.physics.planner import SamplingPlanner
 from akd_core.physics.tracker import PlanWindow, Setup, TrackingConfig, build
@@ -41,6 +45,7 @@ class ExpertConfig:
     noise_rad: float | None = None
     horizon_s: float | None = None
     replan_frames: int = 1  # re-plan every this many control periods (1 = at the control rate)
+    anchor_radius_m: float | None = None  # re-anchor the reference horizontally once the robot is this far off it
     seed: int = 0
 
     def tracking(self, world: SimWorld) -> TrackingConfig:
@@ -67,6 +72,8 @@ class MPCExpert:
         self.plan_frame = -1
         self.plans = 0
         self.rollouts = 0
+        self.base_ref = self.setup.ref
+        self.shift = np.zeros(2)  # horizontal re-anchoring of the reference, m
 
     @property
     def frames(self) -> int:
@@ -99,6 +106,7 @@ class MPCExpert:
             last = known.get(int(f), last if last is not None else
                              (known[max(known)] if known else np.zeros(joints)))
             nominal.append(last)
+        s = self._anchored(t, start)
         window = PlanWindow(s, t, t_end, knot_frames, executed)
         result = self.planner.improve(np.array(nominal), partial(window.score, s.engine.rollout, start))
         for f, v in zip(knot_frames, result.nominal):
@@ -108,3 +116,21 @@ class MPCExpert:
         self.plan_frame = t
         self.plans += 1
         self.rollouts += result.evaluated
+
+    def _anchored(self, t: int, start: MujocoState) -> Setup:
+        """The setup whose tracking cost follows the reference shifted by the re-anchoring (module docstring)."""
+        radius = self.cfg.anchor_radius_m
+        if radius is None:
+            return self.setup
+        base = self.setup.engine.body_state(start).root_pos[:2]
+        offset = base - (self.base_ref.root_pos[t, :2] + self.shift)
+        distance = float(np.linalg.norm(offset))
+        if distance > radius:
+            self.shift = self.shift + offset * (distance - radius) / distance
+            ref = dataclasses.replace(self.base_ref, link_pos=self.base_ref.link_pos.copy(),
+                                      root_pos=self.base_ref.root_pos.copy())
+            ref.link_pos[..., :2] += self.shift
+            ref.root_pos[:, :2] += self.shift
+            cost = TrackingCost(ref, self.setup.weights, self.setup.physics.effort, self.setup.cost.contact_force_n)
+            self.setup = dataclasses.replace(self.setup, ref=ref, cost=cost)
+        return self.setup
