@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 import rclpy
-from nav_msgs.msg import Odometry  # noqa: F401  (message type resolution before the node starts)
+from nav_msgs.msg import Odometry
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -99,11 +99,9 @@ class EvalConfig:
     seconds: float = 20.0
     episodes: int = 10
     seed: int = 0
-    randomisation: Randomisation = None  # type: ignore[assignment]
+    randomisation: Randomisation = field(default_factory=Randomisation)
 
     def __post_init__(self) -> None:
-        if self.randomisation is None:
-            self.randomisation = Randomisation()
         if self.seconds <= 0 or self.episodes < 1:
             raise ConfigError(f"--seconds must be positive and --episodes at least 1 (got {self.seconds}, "
                               f"{self.episodes})")
