@@ -32,11 +32,10 @@ from akd_core.learn.policy import load_policy, save_policy  # noqa: E402
 from akd_core.model.load import load_robot  # noqa: E402
 from akd_core.model.robot import Robot  # noqa: E402
 
-A1 = "example-robot-data:a1"
 CLIPS = {  # several speeds and a turn per robot
-    "quadruped": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.6 m/s",
-                  "a dog trotting forward quickly", "a dog trotting forward at 0.6 m/s and turning left"],
-    "a1": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward", "a dog trotting forward quickly",
+    "quadruped": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.5 m/s",
+                  "a dog trotting forward at 0.6 m/s", "a dog trotting forward at 0.6 m/s and turning left"],
+    "a1": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.6 m/s", "a dog trotting forward at 0.8 m/s",
            "a dog trotting forward at 0.6 m/s and turning left"],
     "humanoid": ["a person walking forward slowly", "a person walking forward",
                  "a person walking forward and turning left"],
@@ -94,6 +93,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--expert-replan", type=int, default=1)
+    parser.add_argument("--expert-anchor", type=float, default=0.05)
     parser.add_argument("--expert-report", type=Path, default=None)
     parser.add_argument("--skip", default="", help="comma-separated: bc, dagger, mpc")
     args = parser.parse_args()
@@ -107,7 +107,7 @@ def main() -> None:
                     "--no-require-crosscheck"]) == 0
     robot = load_robot(robot_spec(args.robot))
     dataset = load_dataset(dataset_path)
-    expert = ExpertConfig(replan_frames=args.expert_replan)
+    expert = ExpertConfig(replan_frames=args.expert_replan, anchor_radius_m=args.expert_anchor or None)
     cfg = EvalConfig(seconds=args.seconds, episodes=args.episodes, seed=0)
     times = json.loads((root / "times.json").read_text()) if (root / "times.json").exists() else {}
     rows = []

@@ -39,9 +39,9 @@ def add_randomisation_arguments(parser) -> None:
                         help="MPC expert: candidates per re-plan (default: the tracker's for this robot)")
     parser.add_argument("--expert-replan", type=int, default=1,
                         help="MPC expert: control periods between re-plans (default 1: at the control rate)")
-    parser.add_argument("--expert-anchor", type=float, default=None, metavar="M",
+    parser.add_argument("--expert-anchor", type=float, default=0.05, metavar="M",
                         help="MPC expert: shift the reference horizontally once a push moved the base more than M "
-                             "from it (default: never)")
+                             "from it (default 0.05; 0 = never)")
 
 
 def randomisation(args: argparse.Namespace) -> Randomisation:
@@ -56,7 +56,7 @@ def expert_config(args: argparse.Namespace) -> ExpertConfig:
     if args.expert_replan < 1:
         raise ConfigError(f"--expert-replan must be at least 1, got {args.expert_replan}")
     return ExpertConfig(samples=args.expert_samples, replan_frames=args.expert_replan,
-                        anchor_radius_m=args.expert_anchor, seed=args.seed)
+                        anchor_radius_m=args.expert_anchor if args.expert_anchor > 0 else None, seed=args.seed)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
