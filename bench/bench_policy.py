@@ -35,8 +35,8 @@ from akd_core.model.robot import Robot  # noqa: E402
 CLIPS = {  # several speeds and a turn per robot
     "quadruped": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.5 m/s",
                   "a dog trotting forward at 0.6 m/s", "a dog trotting forward at 0.6 m/s and turning left"],
-    "a1": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.6 m/s", "a dog trotting forward at 0.8 m/s",
-           "a dog trotting forward at 0.6 m/s and turning left"],
+    "a1": ["a dog trotting forward at 0.4 m/s", "a dog trotting forward at 0.6 m/s",
+           "a dog trotting forward at 0.8 m/s", "a dog trotting forward at 0.6 m/s and turning left"],
     "humanoid": ["a person walking forward slowly", "a person walking forward",
                  "a person walking forward and turning left"],
 }
