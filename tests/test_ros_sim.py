@@ -196,3 +196,20 @@ def test_replaying_the_demo_into_the_sim_node_reproduces_tracked_npz_within_3cm(
     run = RunDir(run_dir)
     rec, log = replay_through_sim(tmp_path, run, timeout=120.0)
     print(f"demo replay through akd_sim: max link error {_check_reproduction(run, rec, log, 0.03):.2e} m")
+
+
+def test_sim_setup_takes_the_runs_physics_and_start_or_the_default_pose(trot_run):
+    from akd_ros.sim import SimOptions, resolve_setup
+
+    setup = resolve_setup(SimOptions(run_dir=str(trot_run.path)))
+    tracked = TrackedMotion.load(trot_run.file(TRACKED))
+    metrics = trot_run.manifest()["stages"]["track"]["metrics"]
+    np.testing.assert_allclose(setup.physics.kp, tracked.kp) and np.testing.assert_allclose(setup.physics.kd, tracked.kd)
+    np.testing.assert_allclose(setup.physics.armature, metrics["armature"])
+    assert setup.physics.dt == pytest.approx(tracked.dt) and setup.physics.sim_dt == pytest.approx(metrics["sim_dt_s"])
+    np.testing.assert_allclose(setup.state.joint_pos, tracked.joint_pos[0]) and np.testing.assert_allclose(
+        setup.target, tracked.pd_targets[0])
+    default = resolve_setup(SimOptions(robot="quadruped"))
+    robot = load_robot("quadruped")
+    np.testing.assert_allclose(default.state.joint_pos, robot.default_joint_pos())
+    assert default.physics.dt == pytest.approx(0.02) and default.state.root_pos[2] > 0.2
