@@ -124,11 +124,12 @@ class LabellingRollout:
 
 
 def expert_gate(robot: Robot, physics: WorldPhysics, clips: list[ReferenceClip], starts: list[dict[str, np.ndarray]],
-                cfg: DaggerConfig, report_path: Path | None, progress: bool = True) -> dict[str, Any]:
+                cfg: DaggerConfig, report_path: Path | None, progress: bool = True,
+                checkpoint: Path | None = None) -> dict[str, Any]:
     """The expert's evaluation report; raises :class:`ExpertGateError` when it does not pass (at most one fall in
     ten, joint RMSE <= 0.15 rad, distance ratio 0.8-1.2). ``report_path``: a JSON from `akd eval-policy
     --controller mpc` on these clips (checked to be the expert's, on this robot and clips); else an evaluation of
-    ``gate_episodes`` x ``gate_seconds`` runs here."""
+    ``gate_episodes`` x ``gate_seconds`` runs here (its finished episodes checkpointed in ``checkpoint``)."""
     names = [c.name for c in clips]
     if report_path is not None:
         try:
@@ -143,7 +144,8 @@ def expert_gate(robot: Robot, physics: WorldPhysics, clips: list[ReferenceClip],
     else:
         eval_cfg = EvalConfig(seconds=cfg.gate_seconds, episodes=cfg.gate_episodes, seed=cfg.seed,
                               randomisation=cfg.randomisation)
-        report, _ = evaluate(robot, physics, clips, starts, ExpertController(cfg.expert), eval_cfg, progress=progress)
+        report, _ = evaluate(robot, physics, clips, starts, ExpertController(cfg.expert), eval_cfg,
+                             checkpoint=checkpoint, progress=progress)
     max_falls = report["episodes"] // 10
     if not passes(report, max_falls=max_falls):
         raise ExpertGateError(
@@ -191,7 +193,8 @@ def train_dagger(dataset: PolicyDataset, robot: Robot, cfg: DaggerConfig | None 
     policy, meta, bc_metrics = train_bc(dataset, robot, cfg.bc, progress=progress)
     physics = WorldPhysics.from_dict(meta.physics)
     if state is None:
-        gate = expert_gate(robot, physics, clips, starts, cfg, expert_report, progress)
+        gate_ckpt = checkpoint.with_name(checkpoint.name + ".gate") if checkpoint is not None else None
+        gate = expert_gate(robot, physics, clips, starts, cfg, expert_report, progress, gate_ckpt)
         state = {"key": key, "iteration": 1, "episodes": [], "label_obs": [], "label_targets": [],
                  "state_dict": policy.state_dict(), "history": [], "gate": {k: v for k, v in gate.items()
                                                                              if k != "per_episode"},
