@@ -28,7 +28,7 @@ import numpy as np
 
 from akd_core.learn.env import SimWorld
 from akd_core.learn.reference import ReferenceClip
-from akd_core.physics.cost import TrackingCost
+from akd_core.physics.cost import CostWeights, TrackingCost
 from akd_core.physics.engines.mujoco import MujocoState
 from akd_core.physics.planner import SamplingPlanner
 from akd_core.physics.tracker import PlanWindow, Setup, TrackingConfig, build
@@ -44,6 +44,7 @@ class ExpertConfig:
     iterations: int | None = None
     noise_rad: float | None = None
     horizon_s: float | None = None
+    weights: CostWeights | None = None  # the tracking cost's weights (None: the tracker's for this robot)
     replan_frames: int = 1  # re-plan every this many control periods (1 = at the control rate)
     # re-anchor the reference horizontally once a push moved the base this far off it (None: never). Measured on the
     # built-in quadruped's 0.86 m/s trot under the evaluation's pushes (10 s, re-planning at the control rate): never
@@ -57,7 +58,7 @@ class ExpertConfig:
                               kp=list(physics.kp), kd=list(physics.kd), armature=list(physics.armature),
                               contact_mu=float(world.params.contact.mu), samples=self.samples,
                               iterations=self.iterations, noise_rad=self.noise_rad, horizon_s=self.horizon_s,
-                              feedforward_ok_m=0.0, seed=self.seed)
+                              weights=self.weights, feedforward_ok_m=0.0, seed=self.seed)
 
 
 class MPCExpert:
