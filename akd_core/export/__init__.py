@@ -7,10 +7,14 @@ Formats (docs/formats.md describes every field):
 - ``amp``           one legged_gym AMP ``.txt`` per run (tracked states, else the reference clip)
 - ``isaaclab-amp``  one Isaac Lab AMP ``.npz`` per run (tracked states, else the reference clip)
 - ``rosbag2``       one MCAP rosbag2 folder per run
+- motion files for RL-tracking trainers, one per run (:mod:`.motion_files`; tracked states, else the reference):
+  ``mjlab``, ``beyondmimic`` (npz), ``gmr``, ``mimickit`` (pickle), ``protomotions`` (``.motion``),
+  ``locomujoco`` (Trajectory npz), ``amp-rsl-rl`` (``.npy``); ``target_model`` names the trainer's robot model
+  (MJCF; a URDF for beyondmimic) whose body and joint order they follow
 - ``all``           every format above
 
 Default outputs live in the run: ``RUN/export/dataset.hdf5``, ``RUN/export/lerobot/``, ``RUN/export/<run>.txt``,
-``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``; they are rebuilt on every export. With ``-o PATH`` a dataset
+``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``, ``RUN/export/<run>.<format>.<ext>`` (motion files); they are rebuilt on every export. With ``-o PATH`` a dataset
 format appends the runs to an existing dataset (``--overwrite`` starts it afresh); a per-run format writes
 ``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
@@ -37,6 +41,8 @@ from .amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, write_isaaclab_
 from .common import Episode, check_episode_limits, load_episode
 from .hdf5 import read_hdf5, write_hdf5
 from .lerobot import read_lerobot, write_lerobot
+from .motion_files import MOTION_FORMATS, read_motion_file, write_motion_file
+from .motion_files import SUFFIX as MOTION_SUFFIX
 from .rosbag import read_rosbag, write_rosbag
 
 if TYPE_CHECKING:
@@ -45,10 +51,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DATASET_FORMATS = ("hdf5", "lerobot")
-PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2")
+PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2") + MOTION_FORMATS
 FORMATS = DATASET_FORMATS + PER_RUN_FORMATS
 EXPORT_DIR = "export"
-_SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": ""}
+_SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": "", **MOTION_SUFFIX}
 
 
 def parse_formats(spec: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -73,6 +79,8 @@ def default_output(run_dir: Path, fmt: str) -> Path:
     """Where a run's own export of ``fmt`` goes when no -o is given."""
     folder = Path(run_dir) / EXPORT_DIR
     named = {"hdf5": "dataset.hdf5", "lerobot": "lerobot", "rosbag2": "rosbag2"}
+    if fmt in MOTION_FORMATS:  # several of them share a suffix: <run>.<format>.<ext>
+        return folder / f"{Path(run_dir).resolve().name}.{fmt}{_SUFFIX[fmt]}"
     return folder / named[fmt] if fmt in named else folder / f"{Path(run_dir).resolve().name}{_SUFFIX[fmt]}"
 
 
@@ -96,7 +104,7 @@ def _per_run_path(fmt: str, run_dir: Path, target: Path | None, single: bool) ->
 
 def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = None, *, append: bool | None = None,
                 allow_out_of_limits: bool = False, source: str = "auto", loop_mode: str = "Wrap",
-                start_ns: int | None = None, progress: bool = True,
+                target_model: str | Path | None = None, start_ns: int | None = None, progress: bool = True,
                 episodes: dict[tuple[Path, str], Episode] | None = None, several: bool = False) -> list[Path]:
     """Export runs in one format (or several: "hdf5,amp", "all"); returns the written paths.
 
@@ -105,7 +113,8 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
     False (rebuild) for the run's own default output. ``source`` ("auto" | "tracked" | "reference") picks the
     clip of the per-run formats; dataset formats always need the tracked clip. ``episodes``: episodes already
     loaded, by (run dir, clip wanted); the limit check still applies to them. ``several``: lay out per-run outputs
-    as for several runs (``PATH/<run>.<ext>``) even when one is given. No quality gate is applied here:
+    as for several runs (``PATH/<run>.<ext>``) even when one is given. ``loop_mode`` is the AMP ``.txt`` LoopMode and
+    MimicKit's loop mode; ``target_model`` the trainer's robot model that the motion files follow. No quality gate is applied here:
     :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
@@ -143,6 +152,9 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
                     written.append(write_amp_txt(episode, path, loop_mode=loop_mode))
                 elif fmt_name == "isaaclab-amp":
                     written.append(write_isaaclab_amp(episode, path))
+                elif fmt_name in MOTION_FORMATS:
+                    written.append(write_motion_file(episode, fmt_name, path, target_model=target_model,
+                                                     loop_mode=loop_mode))
                 else:
                     written.append(write_rosbag(episode, path, start_ns=start_ns))
         log.debug("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
@@ -267,8 +279,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default RUN/export/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing -o dataset instead of appending")
     parser.add_argument("--source", choices=("auto", "tracked", "reference"), default="auto",
-                        help="clip of amp / isaaclab-amp / rosbag2 exports (default: tracked if present)")
-    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap", help="AMP .txt LoopMode")
+                        help="clip of the per-run exports (amp, rosbag2, motion files; default: tracked if present)")
+    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap",
+                        help="AMP .txt LoopMode and MimicKit loop_mode")
+    parser.add_argument("--target-model", type=Path, default=None, metavar="FILE",
+                        help="motion files: the robot model the trainer loads (MJCF .xml; the URDF for beyondmimic), "
+                             "whose body and joint order they follow (default: the run's own robot)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="several runs: where to write the JSON summary of included/excluded runs "
                              "(default: <-o PATH>.summary.json)")
@@ -281,6 +297,8 @@ def cli(args: argparse.Namespace) -> int:
 
     gates = gates_from_args(args)
     options: dict[str, Any] = {"source": args.source, "loop_mode": args.loop_mode}
+    if args.target_model is not None:
+        options["target_model"] = args.target_model
     if args.overwrite:
         options["append"] = False
     if len(args.runs) == 1:
@@ -313,5 +331,6 @@ def cli(args: argparse.Namespace) -> int:
 
 __all__ = ["Episode", "load_episode", "export_runs", "export_gated", "stage_export", "parse_formats", "default_output",
            "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
-           "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "add_arguments", "cli",
+           "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "write_motion_file",
+           "read_motion_file", "MOTION_FORMATS", "add_arguments", "cli",
            "FORMATS"]
