@@ -14,9 +14,10 @@ Formats (docs/formats.md describes every field):
 - ``all``           every format above
 
 Default outputs live in the run: ``RUN/export/dataset.hdf5``, ``RUN/export/lerobot/``, ``RUN/export/<run>.txt``,
-``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``, ``RUN/export/<run>.<format>.<ext>`` (motion files); they are rebuilt on every export. With ``-o PATH`` a dataset
-format appends the runs to an existing dataset (``--overwrite`` starts it afresh); a per-run format writes
-``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
+``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``, ``RUN/export/<run>.<format>.<ext>`` (motion files); they are
+rebuilt on every export. With ``-o PATH`` a dataset format appends the runs to an existing dataset (``--overwrite``
+starts it afresh); a per-run format writes ``PATH`` itself for one run (a file, or the bag folder) or
+``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
 
 `akd export` applies the quality gates (:mod:`akd_core.quality`): of several runs it exports those that pass and
@@ -114,8 +115,8 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
     clip of the per-run formats; dataset formats always need the tracked clip. ``episodes``: episodes already
     loaded, by (run dir, clip wanted); the limit check still applies to them. ``several``: lay out per-run outputs
     as for several runs (``PATH/<run>.<ext>``) even when one is given. ``loop_mode`` is the AMP ``.txt`` LoopMode and
-    MimicKit's loop mode; ``target_model`` the trainer's robot model that the motion files follow. No quality gate is applied here:
-    :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
+    MimicKit's loop mode; ``target_model`` the trainer's robot model that the motion files follow. No quality gate is
+    applied here: :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
         raise ConfigError("no run directory given; pass one or more RUN folders")

@@ -68,7 +68,7 @@ class TargetModel:
 def _compile_robot(robot: Robot):
     """MjModel of AKD's own MJCF of ``robot`` without geometry: kinematics and inertia are all a motion file needs,
     and meshes (slow to compile, perhaps not even resolved) are not. The body tree is the one
-    :meth:`Robot.to_mjcf` writes for ``robot`` itself: the same joints in the same order make the same children order."""
+    :meth:`Robot.to_mjcf` writes for ``robot`` itself (the same joints in the same order give the same children)."""
     bare = Robot(robot.name, [Link(link.name, link.inertial) for link in robot.links], list(robot.joints))
     return _mujoco().MjModel.from_xml_string(bare.to_mjcf(ground=False))
 
