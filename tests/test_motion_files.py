@@ -311,8 +311,8 @@ def test_every_motion_format_is_in_all_with_its_own_default_file(run):
 
 # ----------------------------------------------------------------------------- the real loaders (slow)
 VENV_ROOT = Path(os.environ.get("AKD_LOADER_VENVS", Path.home() / ".cache" / "akd" / "loader-venvs"))
-TORCH_PARTS = ("torch", "torchgen", "functorch", "typing_extensions", "sympy", "mpmath", "networkx", "jinja2",
-               "markupsafe", "filelock", "fsspec")
+TORCH_DISTRIBUTIONS = ("torch", "typing_extensions", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "filelock",
+                       "fsspec")
 
 
 def _torch_link_dir() -> Path:
@@ -322,13 +322,12 @@ def _torch_link_dir() -> Path:
 
     folder = VENV_ROOT / "torch-link"
     folder.mkdir(parents=True, exist_ok=True)
-    for name in TORCH_PARTS:
+    for name in TORCH_DISTRIBUTIONS:
         dist = metadata.distribution(name)
         site = Path(dist.locate_file(""))
-        for entry in (f for f in dist.files or [] if len(f.parts) == 1 or f.parts[0].endswith(".dist-info")):
-            top = site / entry.parts[0]
-            if top.exists() and not (folder / top.name).exists():
-                (folder / top.name).symlink_to(top)
+        for top in sorted({f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}):  # packages and dist-info
+            if (site / top).exists() and not (folder / top).exists():
+                (folder / top).symlink_to(site / top)
     return folder
 
 
@@ -347,8 +346,14 @@ def loader_venv(name: str, requirement: str, share_torch: bool) -> Path:
                             requirement], capture_output=True, text=True, timeout=600)
     if probe.returncode != 0:
         pytest.skip(f"cannot reach the package registry for {requirement}: {probe.stderr.strip()[-300:]}")
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True,
-                             timeout=3000)
+    constraints = []
+    if share_torch:  # hold pip to the shared torch: a newer one would pull a CUDA build and its libraries (GBs)
+        import torch
+
+        (venv / "constraints.txt").write_text(f"torch=={torch.__version__.split('+')[0]}\n")
+        constraints = ["-c", str(venv / "constraints.txt")]
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", requirement, *constraints],
+                             capture_output=True, text=True, timeout=3000)
     assert install.returncode == 0, f"pip install {requirement} failed:\n{install.stderr[-3000:]}"
     (venv / ".installed").write_text(requirement + "\n")
     return python
