@@ -129,9 +129,10 @@ def _check_same_names(what: str, target: list[str], run: list[str], source: str,
             parts.append(f"the target model has {what} {extra} that the run's robot lacks")
         if missing:
             parts.append(f"the run's robot has {what} {missing} that the target model lacks")
+        one = {"bodies": "body", "joints": "joint"}[what]
         raise MotionError(f"{episode.run_dir}: cannot lay the motion out for {source}: {'; '.join(parts)}. A trainer "
-                          f"indexes these files by its own model, so every {what[:-1]} must match by name: export for "
-                          "the model the run was made with, or make the run with the trainer's model")
+                          f"indexes these files by its own model, so every {one} must match by name: export for the "
+                          "model the run was made with, or make the run with the trainer's model")
 
 
 def mujoco_target(episode: Episode, target_model: str | Path | None = None) -> TargetModel:
