@@ -84,6 +84,7 @@ class Joint:
     effort: float = DEFAULT_EFFORT
     damping: float = 0.0
     friction: float = 0.0
+    armature: float = 0.0  # rotor inertia (kg m^2) the model gives (MJCF); 0: unknown, AKD's default applies
 
     @property
     def actuated(self) -> bool:
@@ -96,12 +97,18 @@ class Robot:
 
     def __init__(self, name: str, links: Sequence[Link], joints: Sequence[Joint], *,
                  urdf_path: Path | None = None, package_paths: Sequence[Path] = (),
-                 materials: dict[str, np.ndarray] | None = None, source: str | None = None):
+                 materials: dict[str, np.ndarray] | None = None, source: str | None = None,
+                 mjcf_path: Path | None = None):
         self.name = name
         self.urdf_path = Path(urdf_path) if urdf_path is not None else None
+        # the MJCF this robot was read from (akd_core.model.mjcf): MuJoCo then tracks on that model itself
+        self.mjcf_path = Path(mjcf_path) if mjcf_path is not None else None
+        # links an MJCF reader put between joints of one MuJoCo body (ball joints, several joints in a body): they
+        # have no body of their own in the MJCF, so engines on the MJCF cannot report them
+        self.inserted_links: frozenset[str] = frozenset()
         self.package_paths = [Path(p) for p in package_paths]
         self.materials = dict(materials or {})
-        self._source = source or (str(urdf_path) if urdf_path else f"robot '{name}'")
+        self._source = source or (str(urdf_path or mjcf_path or "") or f"robot '{name}'")
         link_map = {}
         for link in links:
             if link.name in link_map:
@@ -182,6 +189,11 @@ class Robot:
     @property
     def effort_limit(self) -> np.ndarray:
         return np.array([j.effort for j in self.actuated_joints])
+
+    @property
+    def source_format(self) -> str:
+        """Where the articulation came from: "mjcf", "urdf" or "skeleton" (built by AKD)."""
+        return "mjcf" if self.mjcf_path is not None else "urdf" if self.urdf_path is not None else "skeleton"
 
     @property
     def total_mass(self) -> float:
