@@ -461,7 +461,7 @@ def _absolute_assets(spec) -> None:
 # ----------------------------------------------------------------------------- the tracking model
 def tracking_spec(robot: Robot, *, kp: Sequence[float], kd: Sequence[float], armature: Sequence[float],
                   effort: Sequence[float], timestep: float, friction: float, impratio: float,
-                  contact_timeconst: float):
+                  contact_timeconst: float, ground: bool = True, explicit_inertia: bool = False):
     """The ``MjSpec`` MuJoCo tracks an MJCF robot on: its own model with AKD's PD actuators and AKD's ground.
 
     Kept from the MJCF: bodies, inertias, joints with their damping, frictionloss, stiffness, ``actuatorfrcrange``
@@ -474,14 +474,17 @@ def tracking_spec(robot: Robot, *, kp: Sequence[float], kd: Sequence[float], arm
     ``impratio``; the scene around the robot (a floor, props, other bodies on the world) gives way to one ground
     plane ``ground`` at z = 0 whose material (Coulomb ``friction``, contact time constant ``contact_timeconst``)
     wins every robot-ground contact (``priority`` above the robot's geoms), so tracking figures compare across
-    robots and with Newton. A ball joint becomes the three hinges ``<name>_x/_y/_z`` of the Robot. The free joint
-    is named ``root``.
+    robots and with Newton (``ground=False``: no ground, for engines that add their own). A ball joint becomes the
+    three hinges ``<name>_x/_y/_z`` of the Robot. The free joint is named ``root``. ``explicit_inertia`` writes
+    MuJoCo's compiled mass and inertia into every body (for readers without MuJoCo's ``inertiafromgeom``); the spec
+    is then compiled.
     """
     mujoco = _import_mujoco()
     path = robot.mjcf_path
     if path is None:
         raise MJCFError(f"robot '{robot.name}' was not read from an MJCF; use robot.to_mjcf(...)")
     spec = mjcf_spec(path)
+    _absolute_assets(spec)  # so the spec can be saved anywhere (Newton reads it from a temporary file)
     for group in (spec.actuators, spec.sensors, spec.keys):
         for element in list(group):
             spec.delete(element)
@@ -505,9 +508,10 @@ def tracking_spec(robot: Robot, *, kp: Sequence[float], kd: Sequence[float], arm
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.impratio = impratio
     priority = max([int(g.priority) for g in spec.geoms] + [0]) + 1
-    spec.worldbody.add_geom(name=GROUND, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
-                            friction=[friction, 0.005, 0.0001], solref=[contact_timeconst, 1.0], condim=3,
-                            priority=priority, contype=0x7FFFFFFF, conaffinity=0x7FFFFFFF)
+    if ground:
+        spec.worldbody.add_geom(name=GROUND, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
+                                friction=[friction, 0.005, 0.0001], solref=[contact_timeconst, 1.0], condim=3,
+                                priority=priority, contype=0x7FFFFFFF, conaffinity=0x7FFFFFFF)
     kp, kd, armature, effort = (np.asarray(v, dtype=np.float64) for v in (kp, kd, armature, effort))
     for i, name in enumerate(robot.joint_names):
         joint = spec.joint(name)
@@ -520,6 +524,16 @@ def tracking_spec(robot: Robot, *, kp: Sequence[float], kd: Sequence[float], arm
         actuator.ctrllimited = False
         actuator.forcelimited = True
         actuator.forcerange = [-float(effort[i]), float(effort[i])]
+    if explicit_inertia:
+        model = compile_spec(spec, path)
+        for body in spec.bodies[1:]:
+            b = body.id if body.id >= 0 else model.body(body.name).id
+            body.explicitinertial = True
+            body.mass = float(model.body_mass[b])
+            body.ipos = np.asarray(model.body_ipos[b], dtype=np.float64)
+            body.iquat = np.asarray(model.body_iquat[b], dtype=np.float64)
+            body.inertia = np.asarray(model.body_inertia[b], dtype=np.float64)
+        compile_spec(spec, path)
     return spec
 
 

@@ -89,6 +89,7 @@ def _crosscheck_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams,
         "max_joint_dev_rad": float(np.abs(dq).max()), "worst_window_joint_rmse_rad": float(per_window.max()),
         "root_pos_err_m": float(droot.mean()), "max_root_pos_err_m": float(droot.max()),
         "per_window_joint_rmse_rad": per_window.tolist(), "timestep_s": sim.sim_dt,
+        "model": getattr(sim, "model_source", None),
     }
     horizon = frames - 1 if open_loop_s is None else max(1, min(frames - 1, int(round(open_loop_s / dt))))
     loop = sim.rollout(sim.start(states[0]), targets[None, :horizon + 1])

@@ -454,7 +454,8 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     out: dict[str, Any] = dict(metrics)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     engine = setup.engine
-    out.update({"method": "mpc", "engine": engine.name, "selected_targets": selected,
+    out.update({"method": "mpc", "engine": engine.name, "model": getattr(engine, "model_source", None),
+                "selected_targets": selected,
                 "samples": setup.sampling.samples, "iterations": setup.sampling.iterations,
                 "noise_rad": setup.sampling.noise_rad, "horizon_s": setup.horizon / setup.reference.fps,
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,

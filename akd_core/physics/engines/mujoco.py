@@ -104,6 +104,8 @@ class MujocoEngine:
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names)
+        self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
+                             else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
         self._datas = [mujoco.MjData(self.model) for _ in range(self.threads)]
         self._pool = mj_rollout.Rollout(nthread=self.threads) if self.threads > 1 else None
