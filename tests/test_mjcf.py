@@ -178,6 +178,10 @@ def test_run_stores_robot_xml_and_a_urdf_whose_fk_and_mass_agree_with_mujoco(rea
     np.testing.assert_allclose(stored.body_mass, model.body_mass)
     assert load_run_robot(run).mjcf_path == run.file(ROBOT_MJCF).resolve()
     # robot.urdf: yourdfpy's own FK against MuJoCo's on the MJCF (root at the origin), bodies by name
+    from akd_core.model.robot import load_urdf
+
+    again = load_urdf(run.file(ROBOT_URDF))  # as preview, export and `akd ros replay` read it
+    assert again.joint_names == robot.joint_names and again.total_mass == pytest.approx(robot.total_mass)
     urdf = yourdfpy.URDF.load(str(run.file(ROBOT_URDF)), load_meshes=False, build_scene_graph=True)
     assert sum(link.inertial.mass for link in urdf.robot.links if link.inertial is not None) == pytest.approx(
         robot.total_mass, rel=1e-9)
@@ -447,3 +451,10 @@ def test_menagerie_g1_mjcf_walk_runs_end_to_end_upright(mjcf_robot, tmp_path):
     m = _run(mjcf_robot("g1"), "walk forward", tmp_path / "g1")
     assert not m["fell"] and m["max_tilt_deg"] <= 30.0, m
     assert m["link_pos_err_m"] <= 0.08, m
+
+
+def test_batch_labels_mjcf_scenes_and_menagerie_robots_by_robot():
+    from akd_core.batch import robot_label
+
+    assert robot_label("/m/unitree_g1/scene.xml") == robot_label("menagerie:unitree_g1") == "unitree_g1"
+    assert robot_label("/m/unitree_go2/go2.xml") == "go2" and robot_label("menagerie:unitree_g1/g1.xml") == "g1"
