@@ -320,6 +320,22 @@ def test_tracking_model_turns_a_ball_into_the_robots_three_hinges(toy):
     assert assert_fk_matches(robot, model, count=4) == 4 * 5  # hinges in the same body = the intrinsic x-y-z
 
 
+def test_unnamed_bodies_and_joints_get_names_that_the_run_and_the_tracking_model_keep(tmp_path):
+    path = tmp_path / "unnamed.xml"
+    path.write_text('<mujoco><worldbody><body><freejoint/><geom size="0.1"/><body pos="0 0 -0.1"><joint axis="0 1 0" '
+                    'range="-1 1" actuatorfrcrange="-3 3"/><geom size="0.05"/><body pos="0 0 -0.1"><geom size="0.02"/>'
+                    '</body></body></body></worldbody></mujoco>')
+    robot = load_robot(path)
+    assert robot.link_names == ["body1", "body2", "body3"] and robot.joint_names == ["body2_joint0"]
+    run = RunDir(tmp_path / "run", create=True)
+    write_run_robot(run, robot)
+    again = load_run_robot(run)
+    assert again.link_names == robot.link_names and again.joint_names == robot.joint_names
+    model = tracking_spec(again, kp=[10.0], kd=[1.0], armature=[0.01], effort=[3.0], timestep=0.002, friction=1.0,
+                          impratio=10.0, contact_timeconst=0.004).compile()
+    assert model.actuator("body2_joint0").trnid[0] == model.joint("body2_joint0").id
+
+
 # ----------------------------------------------------------------------------- errors: file and element named
 BAD = {
     "no_free_joint": ("<mujoco><worldbody><body name='torso'><geom size='0.1'/><body name='leg'>"

@@ -148,7 +148,31 @@ def mjcf_spec(path: str | os.PathLike):
                     f"{path}: <{kind} name='{element.name}' file='{element.file}'> not found (looked for {file}; "
                     f"relative files resolve against <compiler meshdir/assetdir> from the main file's folder "
                     f"{spec.modelfiledir}). Fix: correct the file name or the compiler's meshdir/assetdir")
+    _name_unnamed(spec)
     return spec
+
+
+def _name_unnamed(spec) -> None:
+    """Name unnamed bodies ``body<k>`` (k: the body's index, MuJoCo's body id) and unnamed joints
+    ``<body>_joint<k>``: links and joints are named in every AKD file, and the stored robot.xml keeps the names."""
+    mujoco = _import_mujoco()
+    taken = {b.name for b in spec.bodies if b.name} | {j.name for j in spec.joints if j.name}
+
+    def fresh(wanted: str) -> str:
+        name, k = wanted, 1
+        while name in taken:
+            k += 1
+            name = f"{wanted}_{k}"
+        taken.add(name)
+        return name
+
+    for k, body in enumerate(spec.bodies):
+        if k > 0 and not body.name:
+            body.name = fresh(f"body{k}")
+    for body in spec.bodies[1:]:
+        for k, joint in enumerate(body.joints):
+            if not joint.name and joint.type != mujoco.mjtJoint.mjJNT_FREE:
+                joint.name = fresh(f"{body.name}_joint{k}")
 
 
 def _asset_path(spec, folder: str, file: str) -> Path:
