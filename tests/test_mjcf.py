@@ -242,6 +242,29 @@ def test_mujoco_engine_runs_an_mjcf_robot_on_its_own_model(real):
     assert np.all(np.abs(batch.torques) <= physics.effort + 1e-6)
 
 
+def test_newton_reads_the_same_mjcf_with_mujocos_masses_and_damping(real, toy):
+    """The cross-check engine loads the MJCF robot's own model (add_mjcf): the same bodies and joints, MuJoCo's total
+    mass, the MJCF's joint damping and the PD law's armature; a robot whose links are not all MuJoCo bodies (ball
+    joints) is loaded from its URDF, and the engine says which."""
+    from akd_core.physics.engines.newton import MODEL_FROM_MJCF, MODEL_FROM_URDF, newton_model
+    from akd_core.physics.params import default_physics
+
+    _, robot, source = real("go2")
+    physics = default_physics(robot)
+    model = newton_model(robot, physics)
+    assert model.akd_source == MODEL_FROM_MJCF
+    assert float(model.body_mass.numpy().sum()) == pytest.approx(robot.total_mass, rel=1e-6)
+    labels = [str(x).split("/")[-1] for x in model.joint_label]
+    damping, armature = model.joint_damping.numpy(), model.joint_armature.numpy()
+    starts = model.joint_qd_start.numpy()
+    for i, name in enumerate(robot.joint_names):
+        dof = starts[labels.index(name)]
+        assert damping[dof] == pytest.approx(source.dof_damping[source.joint(name).dofadr[0]], rel=1e-5)
+        assert armature[dof] == pytest.approx(physics.armature[i], rel=1e-5)
+    _, ball_robot, _, _ = toy
+    assert newton_model(ball_robot, default_physics(ball_robot)).akd_source == MODEL_FROM_URDF
+
+
 # ----------------------------------------------------------------------------- a hand-written model: ball, several
 # joints in one body, off-centre anchors, ref, slide, a welded body, geoms by default class
 TOY = """<mujoco model="toy">

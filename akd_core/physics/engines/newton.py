@@ -22,6 +22,7 @@ omega (world)]; converted to the root-origin velocity here.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from akd_core.physics.engines.warp_runtime import import_newton, resolve_device
 from akd_core.physics.params import GRAVITY, PhysicsParams
 from akd_core.physics.targets import substep_targets
 
+log = logging.getLogger(__name__)
+
 
 def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: str = "cpu",
                  requires_grad: bool = False):
@@ -44,12 +47,17 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
     contact material of ``physics`` and Newton's own joint drive switched off."""
     wp, newton = import_newton()
     c = physics.contact
-    robot_builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
-    cfg = robot_builder.default_shape_cfg
-    cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
-    # masses and inertias come from the URDF's <inertial> only, as in MuJoCo (inertiafromgeom="false"): with its
-    # default density Newton adds every collision shape's volume as mass (anymal_c: 81.5 kg instead of 52.1)
-    cfg.density = 0.0
+
+    def builder():
+        robot_builder = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
+        cfg = robot_builder.default_shape_cfg
+        cfg.ke, cfg.kd, cfg.kf, cfg.mu = c.ke, c.kd, c.kf, c.mu
+        # masses and inertias come from the URDF's <inertial> only, as in MuJoCo (inertiafromgeom="false"): with its
+        # default density Newton adds every collision shape's volume as mass (anymal_c: 81.5 kg instead of 52.1)
+        cfg.density = 0.0
+        return robot_builder
+
+    robot_builder, source = None, MODEL_FROM_URDF
     with tempfile.TemporaryDirectory(prefix="akd-newton-") as tmp:
         if newton_reads_mjcf(robot):  # an MJCF robot: the same model MuJoCo tracks on (module docstring)
             xml = Path(tmp) / f"{robot.name}.xml"
@@ -57,13 +65,22 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
                                  effort=physics.effort, timestep=1e-3, friction=c.mu, impratio=c.impratio,
                                  contact_timeconst=c.solref_timeconst_s, ground=False, explicit_inertia=True)
             xml.write_text(spec.to_xml())
-            robot_builder.add_mjcf(str(xml), floating=True, collapse_fixed_joints=True, enable_self_collisions=False,
-                                   hide_visuals=True, parse_visuals=False, parse_sites=False,
-                                   parse_mujoco_options=False)
-            shapes = len(robot_builder.shape_material_mu)  # the ground's material, as in MuJoCo, not the geoms'
-            for name, value in (("mu", c.mu), ("ke", c.ke), ("kd", c.kd), ("kf", c.kf)):
-                setattr(robot_builder, f"shape_material_{name}", [value] * shapes)
-        else:
+            try:
+                robot_builder = builder()
+                robot_builder.add_mjcf(str(xml), floating=True, collapse_fixed_joints=True,
+                                       enable_self_collisions=False, hide_visuals=True, parse_visuals=False,
+                                       parse_sites=False, parse_mujoco_options=False)
+                source = MODEL_FROM_MJCF
+            except Exception as exc:  # Newton's MJCF reader is younger than MuJoCo's: fall back, and say so
+                log.warning("Newton could not read %s's MJCF (%s: %s); loading its robot.urdf instead", robot.name,
+                            type(exc).__name__, exc)
+                robot_builder = None
+            if robot_builder is not None:
+                shapes = len(robot_builder.shape_material_mu)  # the ground's material, as in MuJoCo, not the geoms'
+                for name, value in (("mu", c.mu), ("ke", c.ke), ("kd", c.kd), ("kf", c.kf)):
+                    setattr(robot_builder, f"shape_material_{name}", [value] * shapes)
+        if robot_builder is None:
+            robot_builder = builder()
             urdf = Path(tmp) / f"{robot.name}.urdf"
             # collisions only, COLLADA as STL: Newton parses visual meshes even when hidden, and its COLLADA reader
             # fails on some (anymal_b's foot visuals)
@@ -78,7 +95,12 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
     model = main.finalize(device=device, requires_grad=requires_grad)
     model.joint_target_ke.zero_()  # PD is ours (clamped)
     model.joint_target_kd.zero_()
+    model.akd_source = source  # which file Newton read (NewtonEngine.model_source, crosscheck.json "model")
     return model
+
+
+MODEL_FROM_MJCF = "robot.xml (add_mjcf; damping, armature; no frictionloss)"
+MODEL_FROM_URDF = "robot.urdf (add_urdf)"
 
 
 def newton_reads_mjcf(robot: Robot) -> bool:
@@ -144,8 +166,6 @@ class NewtonEngine:
         self.device = resolve_device(device)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.capture = graph_capture
-        self.model_source = ("robot.xml (add_mjcf; damping, armature; no frictionloss)" if newton_reads_mjcf(robot)
-                             else "robot.urdf (add_urdf)")
         self.pd_kernel, self.foot_kernel = kernels()
         self.worlds = 0
         self._carrier = carriers(robot)
@@ -156,6 +176,7 @@ class NewtonEngine:
         wp, newton, robot, dev = self.wp, self.newton, self.robot, self.device
         self.worlds = worlds
         m = self.model = newton_model(robot, self.physics, worlds, dev)
+        self.model_source = m.akd_source
         self.solver = newton.solvers.SolverFeatherstone(m)
         self.state_a, self.state_b = m.state(), m.state()
         self.control = m.control()
