@@ -195,6 +195,27 @@ def test_run_stores_robot_xml_and_a_urdf_whose_fk_and_mass_agree_with_mujoco(rea
             np.testing.assert_allclose(tf[:3, :3], bodies[link][1], atol=1e-6, err_msg=link)
 
 
+def test_mjlab_export_of_an_mjcf_run_follows_its_robot_xml(real, tmp_path):
+    """A motion file of an MJCF run is laid out by the run's robot.xml (MuJoCo's body and joint order) and its body
+    poses are MuJoCo's FK on that model."""
+    from akd_core.export import export_runs
+    from akd_core.motion.clip import Motion
+    from akd_core.motion.stage import stage_gait
+
+    path, robot, _ = real("go2")
+    run = RunDir(tmp_path / "run", create=True)
+    stage_gait(run, str(path), "trot forward", duration=0.5)
+    (out,) = export_runs([run.path], "mjlab", tmp_path / "ref.npz", source="reference")
+    data = np.load(out)
+    model = mujoco.MjModel.from_xml_path(str(run.file(ROBOT_MJCF)))
+    assert list(data["body_names"]) == [model.body(b).name for b in range(1, model.nbody)]
+    assert list(data["joint_names"]) == robot.joint_names
+    motion = Motion.load(run.file("reference.npz"), robot)
+    for k in (0, motion.num_frames - 1):
+        bodies = mujoco_body_poses(model, robot, motion.root_pos[k], motion.root_quat[k], motion.joint_pos[k])
+        np.testing.assert_allclose(data["body_pos_w"][k], [bodies[n][0] for n in data["body_names"]], atol=1e-5)
+
+
 def test_a_run_switching_to_a_urdf_robot_drops_the_stale_robot_xml(real, tmp_path):
     _, robot, _ = real("go2")
     run = RunDir(tmp_path / "run", create=True)
