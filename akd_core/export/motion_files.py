@@ -32,11 +32,11 @@ import numpy as np
 from akd_core.export.common import MOTION_FORMATS, Episode, continuous_quats
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path, save_npz_atomic
+from akd_core.io.rundir import ROBOT_MJCF  # a run made from an MJCF robot keeps the model it tracked on
 from akd_core.model.robot import Link, Robot, load_urdf
 
 SUFFIX = {"mjlab": ".npz", "beyondmimic": ".npz", "gmr": ".pkl", "mimickit": ".pkl", "protomotions": ".motion",
           "locomujoco": ".npz", "amp-rsl-rl": ".npy"}
-RUN_MJCF = "robot.xml"  # a run made from an MJCF robot keeps the model it tracked on under this name
 MIMICKIT_LOOP_MODES = {"Clamp": 0, "Wrap": 1}  # mimickit.anim.motion.LoopMode
 
 
@@ -140,8 +140,8 @@ def mujoco_target(episode: Episode, target_model: str | Path | None = None) -> T
     mujoco = _mujoco()
     if target_model is not None:
         source, model = str(target_model), _compile_mjcf(Path(target_model))
-    elif (Path(episode.run_dir) / RUN_MJCF).is_file():
-        source, model = str(Path(episode.run_dir) / RUN_MJCF), _compile_mjcf(Path(episode.run_dir) / RUN_MJCF)
+    elif (Path(episode.run_dir) / ROBOT_MJCF).is_file():
+        source, model = str(Path(episode.run_dir) / ROBOT_MJCF), _compile_mjcf(Path(episode.run_dir) / ROBOT_MJCF)
     else:
         source, model = f"AKD's MJCF of {episode.run_dir}/robot.urdf", _compile_robot(episode.robot)
     free, bodies, joints = _robot_subtree(model, source)
