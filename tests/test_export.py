@@ -166,7 +166,7 @@ def test_hdf5_reads_the_way_robomimic_and_our_bc_reader_read_it(runs, tmp_path):
             n = f[f"data/{ep}"].attrs["num_samples"]
             assert all(f[f"data/{ep}/obs/{k}"].shape[0] == n for k in f[f"data/{ep}/obs"])
             assert f[f"data/{ep}/actions"].shape == (n, 12)
-    from akd_core.learn.policy import load_dataset
+    from akd_core.learn.dataset import load_dataset
 
     dataset = load_dataset(path)
     assert [d.name for d in dataset.demos] == ["demo_0", "demo_1"]

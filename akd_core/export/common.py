@@ -69,6 +69,7 @@ class Episode:
     body_lin_vel: np.ndarray  # (T, B, 3) world frame
     body_ang_vel: np.ndarray  # (T, B, 3) world frame
     manifest: dict[str, Any]
+    reference: Motion | None = None  # the kinematic reference the clip tracks (reference.npz, its own fps)
 
     @property
     def num_samples(self) -> int:
@@ -201,7 +202,7 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         foot_names=foot_names, foot_pos=foot_pos.astype(np.float32), foot_contacts=foot_low < CONTACT_HEIGHT_M,
         body_names=list(robot.link_names), body_pos=body["pos"].astype(np.float32),
         body_quat=body["quat"].astype(np.float32), body_lin_vel=body["lin_vel"].astype(np.float32),
-        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest)
+        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest, reference=motion)
 
 
 def _feet(robot: Robot, motion: Motion) -> tuple[list[str], np.ndarray]:
