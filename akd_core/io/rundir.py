@@ -21,6 +21,7 @@ from akd_core.io.fileio import write_json_atomic
 REFERENCE = "reference.npz"
 TRACKED = "tracked.npz"
 ROBOT_URDF = "robot.urdf"
+ROBOT_MJCF = "robot.xml"  # MJCF robots only: the model MuJoCo tracks on (akd_core.model.mjcf)
 MANIFEST = "manifest.json"
 CROSSCHECK = "crosscheck.json"
 PREVIEW = "preview.mp4"

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from akd_core.io.fileio import write_json_atomic
-from akd_core.io.rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
-from akd_core.model.robot import Robot, load_urdf
+from akd_core.io.rundir import CROSSCHECK, TRACKED, RunDir
+from akd_core.model.load import load_run_robot
+from akd_core.model.robot import Robot
 from akd_core.motion.clip import TrackedMotion
 from akd_core.physics.engines import make_engine, other_engine
 from akd_core.physics.engines.base import BodyState, Feet, mass_links
@@ -88,6 +89,7 @@ def _crosscheck_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams,
         "max_joint_dev_rad": float(np.abs(dq).max()), "worst_window_joint_rmse_rad": float(per_window.max()),
         "root_pos_err_m": float(droot.mean()), "max_root_pos_err_m": float(droot.max()),
         "per_window_joint_rmse_rad": per_window.tolist(), "timestep_s": sim.sim_dt,
+        "model": getattr(sim, "model_source", None),
     }
     horizon = frames - 1 if open_loop_s is None else max(1, min(frames - 1, int(round(open_loop_s / dt))))
     loop = sim.rollout(sim.start(states[0]), targets[None, :horizon + 1])
@@ -105,7 +107,7 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
                      open_loop_s: float | None = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
                      device: str | None = None) -> dict[str, Any]:
     """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz -> RUN/crosscheck.json (+ manifest)."""
-    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    robot = load_run_robot(run)
     tracked = TrackedMotion.load(run.require(TRACKED, f"akd track {run.path}"))
     track = run.stage("track").get("metrics", {})
     physics = physics_from_dict(robot, track)

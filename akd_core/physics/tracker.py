@@ -25,9 +25,10 @@ import torch
 
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
-from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.rundir import REFERENCE, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
-from akd_core.model.robot import Robot, load_urdf
+from akd_core.model.load import load_run_robot
+from akd_core.model.robot import Robot
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
@@ -453,7 +454,8 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     out: dict[str, Any] = dict(metrics)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     engine = setup.engine
-    out.update({"method": "mpc", "engine": engine.name, "selected_targets": selected,
+    out.update({"method": "mpc", "engine": engine.name, "model": getattr(engine, "model_source", None),
+                "selected_targets": selected,
                 "samples": setup.sampling.samples, "iterations": setup.sampling.iterations,
                 "noise_rad": setup.sampling.noise_rad, "horizon_s": setup.horizon / setup.reference.fps,
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
@@ -469,14 +471,15 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
 
 
 def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
-    """`akd track RUN`: reads robot.urdf + reference.npz, writes tracked.npz; returns the recorded metrics."""
+    """`akd track RUN`: reads robot.urdf (robot.xml for an MJCF robot) + reference.npz, writes tracked.npz;
+    returns the recorded metrics."""
     fields = {f.name for f in dataclasses.fields(TrackingConfig)}
     unknown = sorted(set(options) - fields)
     if unknown:
         raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
     # None means "the default" for CLI options, except where None is itself a setting (adam's whole-clip window)
     cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device", "window_s")})
-    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    robot = load_run_robot(run)  # an MJCF robot: its robot.xml, which MuJoCo tracks on
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
     checkpoint = run.file(CHECKPOINT)
     if not resume and checkpoint.exists():

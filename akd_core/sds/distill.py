@@ -45,10 +45,10 @@ from tqdm import tqdm
 
 from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.fileio import atomic_path
-from akd_core.io.rundir import REFERENCE, ROBOT_URDF, RunDir
+from akd_core.io.rundir import REFERENCE, RunDir
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.legs import find_legs
-from akd_core.model.load import load_robot
+from akd_core.model.load import load_robot, write_run_robot
 from akd_core.model.robot import Robot
 from akd_core.model.spatial.tensor import matrix_to_quat
 from akd_core.motion.classify import classify_gait
@@ -557,9 +557,10 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
             run_config.update(timestep_schedule=asdict(schedule))
         if prior_options.sds_denoise_steps != 1:
             run_config.update(sds_denoise_steps=prior_options.sds_denoise_steps)
-    run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"distill": seed})
+    run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
+                        seeds={"distill": seed})
     with run.running_stage("distill", run_config) as metrics:
-        robot.to_urdf(run.file(ROBOT_URDF))
+        write_run_robot(run, robot)  # robot.urdf, and robot.xml for an MJCF robot
         torch.manual_seed(seed)
         if prior_options is not None and prior != "oracle":
             base_prior = make_prior_from_options(prior_options, prompt, seed=seed)
