@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     if bc_alias:
         return
     group = parser.add_argument_group("DAgger (--method dagger)")
-    group.add_argument("--iterations", type=int, default=6, help="DAgger iterations after BC (default 6)")
+    group.add_argument("--iterations", type=int, default=4, help="DAgger iterations after BC (default 4)")
     group.add_argument("--episodes", type=int, default=4, help="rollouts per iteration (default 4)")
     group.add_argument("--episode-seconds", type=float, default=4.0, help="rollout length, s (default 4)")
     group.add_argument("--label-every", type=int, default=2,

@@ -56,7 +56,7 @@ class ExpertGateError(AKDError):
 
 @dataclass
 class DaggerConfig:
-    iterations: int = 6
+    iterations: int = 4
     episodes: int = 4  # rollouts per iteration
     episode_s: float = 4.0
     label_every: int = 2  # control periods between labelled states
