@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from akd_core.io.errors import AKDError
 from akd_core.io.fileio import write_json_atomic
 from akd_core.io.rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
 from akd_core.model.robot import Robot, load_urdf
 from akd_core.motion.clip import TrackedMotion
 from akd_core.physics.engines import make_engine, other_engine
 from akd_core.physics.engines.base import BodyState, Feet, mass_links
-from akd_core.physics.params import PhysicsParams, physics_from_dict
+from akd_core.physics.params import PhysicsParams, default_physics, physics_from_dict
 
 DEFAULT_THRESHOLD_RAD = 0.05
 DEFAULT_WINDOW_S = 0.5
@@ -131,3 +132,38 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
         write_json_atomic(run.file(CROSSCHECK), result)
         metrics.update(result)
     return metrics
+
+
+def crosscheck_when_told(run_path: str, device: str | None, conn) -> None:
+    """Body of `akd run`'s background cross-check process: import Newton and warm the robot's kernels, wait for
+    "go" on ``conn`` (a multiprocessing Connection; anything else ends the process), run :func:`stage_crosscheck`
+    and send back ("done", None) or ("failed", the exception)."""
+    try:
+        run = RunDir(run_path)
+        warm_up(load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN")), device)
+        if conn.recv() != "go":
+            return
+        stage_crosscheck(run, device=device)
+        conn.send(("done", None))
+    except KeyboardInterrupt:
+        return
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the main process
+        try:
+            conn.send(("failed", exc))
+        except Exception:  # an exception that does not pickle
+            conn.send(("failed", AKDError(f"cross-check failed: {type(exc).__name__}: {exc}")))
+
+
+def warm_up(robot: Robot, device: str | None = None) -> None:
+    """Import Newton and load (on a cold cache: compile) every Warp kernel a Newton replay of ``robot`` launches, by
+    stepping one world for two control periods (eager, then graph-captured). A failure here is left to the real
+    cross-check to report."""
+    try:
+        engine = make_engine("newton", robot, default_physics(robot), 1e-3, 2, Feet((), np.zeros((0, 3))),
+                             mass_links(robot), device=device)
+        zeros = np.zeros(robot.num_dofs)
+        state = BodyState(np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, 0.0, 1.0]), zeros, np.zeros(3), np.zeros(3),
+                          zeros)
+        engine.rollout(engine.start(state), np.zeros((1, 3, robot.num_dofs)))
+    except Exception:  # noqa: S110 - warming is an optimisation only
+        return

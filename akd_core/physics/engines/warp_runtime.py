@@ -11,21 +11,38 @@ needs it in the same process (:func:`import_newton` with ``differentiable=True``
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 from akd_core.io.errors import ConfigError, DependencyError
 
 
 def resolve_device(device: str | None) -> str:
-    """'cuda' when Warp sees a GPU (or when asked), else 'cpu'."""
+    """'cuda' when Warp sees a GPU (or when asked), else 'cpu'. Without an NVIDIA driver on the machine the answer
+    is 'cpu' without importing Warp (1-2 s): the MuJoCo path never needs it."""
+    if device == "cpu":
+        return device
+    if device in (None, "auto") and not cuda_driver_present():
+        return "cpu"
+    if device not in (None, "auto") and not device.startswith("cuda"):
+        raise ConfigError(f"--device must be 'cpu', 'cuda' or 'auto', got {device!r}")
     wp = import_warp()
     if device in (None, "auto"):
         return "cuda" if wp.get_cuda_device_count() > 0 else "cpu"
-    if device.startswith("cuda") and wp.get_cuda_device_count() == 0:
+    if wp.get_cuda_device_count() == 0:
         raise ConfigError(f"--device {device} was requested but Warp sees no CUDA device; use --device cpu")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise ConfigError(f"--device must be 'cpu', 'cuda' or 'auto', got {device!r}")
     return device
+
+
+def cuda_driver_present() -> bool:
+    """Whether the NVIDIA driver library loads (what Warp needs before it can see a GPU)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def import_warp():
