@@ -176,7 +176,8 @@ def run_job(job: Job) -> dict[str, Any]:
                          duration=s["duration"], fps=s["fps"], seed=job.seed, feet=s.get("feet"),
                          package_paths=list(s.get("package_paths", [])), track_iterations=s.get("iterations"),
                          device=s.get("device"), exports=(), prior=s.get("prior", "cogvideox"),
-                         video_model=s.get("video_model"))
+                         video_model=s.get("video_model"),
+                         concurrent=False)  # the jobs already share the cores: one process each
     try:
         run_pipeline(cfg, echo=lambda _msg: None)
         record["status"] = "done"

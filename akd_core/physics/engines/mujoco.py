@@ -63,6 +63,12 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     # 5 mrad past it; at the contact time constant 1.2 mrad
     for joint in spec.joints:
         joint.solref_limit = [timeconst, 1.0]
+    # the effort limits of ``physics`` (the PD law's clamp in every engine), not the URDF's: they differ where the
+    # URDF gives none (0 = unspecified; PhysicsParams allows kp x 1 rad there) or a caller scales them
+    for joint, effort in zip(robot.joint_names, physics.effort):
+        actuator = spec.actuator(joint)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-float(effort), float(effort)]
     for name in link_names or []:
         spec.add_sensor(name=f"pos:{name}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                         objname=name)

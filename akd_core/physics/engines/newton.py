@@ -158,7 +158,7 @@ class NewtonEngine:
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
                  link_names: list[str] | None = None, device: str | None = None, worlds: int = 1,
-                 graph_capture: bool = True):
+                 graph_capture: bool = True, tile_inertia: bool = True):
         self.wp, self.newton = import_newton()
 
         self.robot, self.physics, self.feet = robot, physics, feet
@@ -166,6 +166,7 @@ class NewtonEngine:
         self.device = resolve_device(device)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.capture = graph_capture
+        self.tile_inertia = tile_inertia
         self.pd_kernel, self.foot_kernel = kernels()
         self.worlds = 0
         self._carrier = carriers(robot)
@@ -177,7 +178,10 @@ class NewtonEngine:
         self.worlds = worlds
         m = self.model = newton_model(robot, self.physics, worlds, dev)
         self.model_source = m.akd_source
-        self.solver = newton.solvers.SolverFeatherstone(m)
+        # the Tile-API joint-space inertia (H = sum over bodies of J_b^T M_b J_b, Cholesky fused): Newton's default
+        # forms the dense 6B x 6B body mass matrix times J in one thread per world, 74-92 % of a CPU step; measured
+        # 25x faster on CPU (built-in quadruped, 8 worlds), same states to float rounding
+        self.solver = newton.solvers.SolverFeatherstone(m, use_tile_gemm=self.tile_inertia)
         self.state_a, self.state_b = m.state(), m.state()
         self.control = m.control()
         self.control.joint_f.zero_()
