@@ -204,7 +204,8 @@ def test_sim_setup_takes_the_runs_physics_and_start_or_the_default_pose(trot_run
     setup = resolve_setup(SimOptions(run_dir=str(trot_run.path)))
     tracked = TrackedMotion.load(trot_run.file(TRACKED))
     metrics = trot_run.manifest()["stages"]["track"]["metrics"]
-    np.testing.assert_allclose(setup.physics.kp, tracked.kp) and np.testing.assert_allclose(setup.physics.kd, tracked.kd)
+    np.testing.assert_allclose(setup.physics.kp, tracked.kp)
+    np.testing.assert_allclose(setup.physics.kd, tracked.kd)
     np.testing.assert_allclose(setup.physics.armature, metrics["armature"])
     assert setup.physics.dt == pytest.approx(tracked.dt) and setup.physics.sim_dt == pytest.approx(metrics["sim_dt_s"])
     np.testing.assert_allclose(setup.state.joint_pos, tracked.joint_pos[0]) and np.testing.assert_allclose(
