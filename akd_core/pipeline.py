@@ -45,7 +45,8 @@ class PipelineConfig:
     prior: str = "cogvideox"
     video_model: str | None = None
     distill_iterations: int | None = None
-    distill_param: str | None = None  # akd distill's --param (None: DistillConfig's default)
+    distill_param: str | None = None  # akd distill's --param (None: the model folder's akd.json, else frames)
+    distill_init: str | None = None  # akd distill's --init (None: constant, a neutral start)
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -55,7 +56,8 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
                           seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths)
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
-                         iterations=cfg.distill_iterations, duration=cfg.duration, seed=cfg.seed,
+                         iterations=cfg.distill_iterations, init=cfg.distill_init, duration=cfg.duration,
+                         seed=cfg.seed,
                          package_paths=cfg.package_paths, resume=True,
                          config_overrides={"param": cfg.distill_param} if cfg.distill_param else None)
 

@@ -55,10 +55,13 @@ def test_akd_distill_without_video_model_loads_the_shipped_folder(distilled, tin
     stage = RunDir(out).stage("distill")
     assert stage["status"] == "done"
     assert stage["config"]["prior"] == "cogvideox" and stage["config"]["video_model"] == str(tiny_model)
+    # a folder without akd.json gets the paper's per-frame SDS from its neutral start (the rest pose gliding forward)
+    assert stage["config"]["param"] == "frames" and stage["config"]["init"] == "constant"
+    assert stage["config"]["model_settings"] is None
     metrics = stage["metrics"]
-    # one SDS step barely moves the gait-library trot the clip starts from: it is still recognised
-    assert metrics["gait_class"] == "trot" and 0.5 <= metrics["gait_confidence"] <= 1.0, metrics
-    assert "gait_class: trot" in printed
+    # one SDS step barely moves the neutral start: no gait the classifier is sure of
+    assert metrics["gait_class"] in GAITS and metrics["gait_confidence"] < 0.5, metrics
+    assert f"gait_class: {metrics['gait_class']}" in printed
 
 
 def test_the_default_folder_is_what_gets_loaded(shipped, tmp_path, capsys):

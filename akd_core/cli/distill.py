@@ -13,6 +13,7 @@ from akd_core.io.rundir import REFERENCE, RunDir
 from akd_core.sds.distill import (
     CAMERA_MODES,
     CHECKPOINT,
+    INITS,
     PARAMETRISATIONS,
     PHASE_SEARCH_SCORES,
     SMOOTH_NORMS,
@@ -31,9 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", type=Path, default=None, help="oracle prior: RUN0 whose reference.npz to recover")
     parser.add_argument("--oracle-space", choices=("latent", "pixels"), default="latent",
                         help="oracle prior: compare through the VAE (default) or on the rendered pixels")
-    parser.add_argument("--iterations", type=int, default=None, help="default 10000 on CUDA (paper), 300 on CPU")
-    parser.add_argument("--init", choices=("gait", "constant", "standing"), default="gait",
-                        help="initial clip: gait library (default), constant forward velocity (paper), standing")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="default: the model folder's akd.json, else 10000 on CUDA (paper), 300 on CPU")
+    parser.add_argument("--init", choices=INITS, default=None,
+                        help="initial clip: constant (default: the rest pose gliding forward, the paper's; with "
+                             "--param phase the legs cycling at random phases), standing (the oracle's default: "
+                             "standing on the target's root path), gait (the gait library's clip of the prompt, "
+                             "which already holds the prompt's pattern)")
     parser.add_argument("--fps", type=float, default=50.0, help="frame rate of the written reference.npz")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true", help="continue from RUN/distill/checkpoint.pt")
@@ -52,17 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="std of random noise added to the initial clip's joint angles (default 0): breaks the "
                              "symmetry of a still start, where every phase of a gait pulls alike")
     parser.add_argument("--param", choices=PARAMETRISATIONS, default=None,
-                        help="what SDS optimises: frames (default, the paper's per-frame joint angles) or phase (one "
+                        help="what SDS optimises: frames (the paper's per-frame joint angles) or phase (one "
                              "gait-library leg cycle repeated by every leg with its own phase, random at the start "
-                             "unless --init gait: SDS picks the footfall pattern)")
+                             "unless --init gait: the prior picks the footfall pattern). Default: what the model "
+                             "folder's akd.json declares (the shipped prior: phase), else frames")
     parser.add_argument("--lr-phase", type=float, default=None, help="--param phase: cycles per step (default 0.01)")
     parser.add_argument("--lr-cycle", type=float, default=None,
                         help="--param phase: step of the cycle's shape, the body joints and the root (default 0: SDS "
                              "moves the phases, the stride stays the gait library's)")
     parser.add_argument("--phase-search-grid", type=int, default=None,
-                        help="--param phase: before the gradient steps, every combination of the legs' phases on a "
-                             "grid of this many per cycle, then one finer sweep per leg (default 4: 64 + 28 "
-                             "candidates for a quadruped; 0: no search)")
+                        help="--param phase: before the gradient steps, every combination of the legs' relative "
+                             "phases on a grid of this many per cycle, then finer sweeps around the best (default 2: "
+                             "the 8 half-cycle patterns of a quadruped; 0: no search)")
     parser.add_argument("--phase-search-score", choices=PHASE_SEARCH_SCORES, default=None,
                         help="--param phase: what the search minimises (default classifier: the prompt's denoising "
                              "error over the unconditional one; conditional; guided, SDS's own)")
