@@ -1,4 +1,7 @@
-"""`akd distill`: SDS distillation of a motion from a video diffusion prior -> RUN/reference.npz."""
+"""`akd distill`: SDS distillation of a motion from a video diffusion prior -> RUN/reference.npz.
+
+Defaults: DistillConfig's (the paper's per-frame SDS with the settings that pass the oracle's known answer), then
+the model folder's akd.json (the shipped prior: --param phase and its training view), then these flags."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--oracle-space", choices=("latent", "pixels"), default="latent",
                         help="oracle prior: compare through the VAE (default) or on the rendered pixels")
     parser.add_argument("--iterations", type=int, default=None,
-                        help="default: the model folder's akd.json, else 10000 on CUDA (paper), 300 on CPU")
+                        help="default: the model folder's akd.json, else 10000 on CUDA (paper), 400 on CPU")
     parser.add_argument("--init", choices=INITS, default=None,
                         help="initial clip: constant (default: the rest pose gliding forward, the paper's; with "
                              "--param phase the legs cycling at random phases), standing (the oracle's default: "
@@ -42,14 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fps", type=float, default=50.0, help="frame rate of the written reference.npz")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true", help="continue from RUN/distill/checkpoint.pt")
-    parser.add_argument("--lambda-smooth", type=float, default=None)
-    parser.add_argument("--lambda-ground", type=float, default=None)
+    parser.add_argument("--lambda-smooth", type=float, default=None,
+                        help="weight of the mean |temporal Laplacian| (default 0; the paper's 2e5 holds a gait's "
+                             "legs still at 8 fps and fails the oracle's known answer)")
+    parser.add_argument("--lambda-ground", type=float, default=None,
+                        help="weight of the depth below the ground (default 1e4; the paper's: 1e7)")
     parser.add_argument("--lambda-float", type=float, default=None,
                         help="weight of the lowest point's height above the ground (default 1e6; 0: the paper's "
                              "objective, which lets a weak prior lift the body off the ground)")
     parser.add_argument("--lambda-skate", type=float, default=None,
-                        help="weight of the feet's sliding speed while on the ground (m/s; default 3e5; 0: the "
-                             "paper's objective, which lets the feet glide under a moving body)")
+                        help="weight of the feet's sliding speed while on the ground (m/s; default 0, the paper's "
+                             "objective, which lets the feet glide under a moving body; 3e5 stops that)")
     parser.add_argument("--smooth-norm", choices=SMOOTH_NORMS, default=None,
                         help="l1 (default, the paper's): mean |temporal Laplacian|; l2: its mean square, which does "
                              "not hold small swings still (pair with a --lambda-smooth of its own scale)")
@@ -61,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "gait-library leg cycle repeated by every leg with its own phase, random at the start "
                              "unless --init gait: the prior picks the footfall pattern). Default: what the model "
                              "folder's akd.json declares (the shipped prior: phase), else frames")
-    parser.add_argument("--lr-phase", type=float, default=None, help="--param phase: cycles per step (default 0.01)")
+    parser.add_argument("--lr-phase", type=float, default=None,
+                        help="--param phase: cycles per step (default 0.01; the shipped prior's akd.json: 0.004)")
     parser.add_argument("--lr-cycle", type=float, default=None,
                         help="--param phase: step of the cycle's shape, the body joints and the root (default 0: SDS "
                              "moves the phases, the stride stays the gait library's)")
@@ -71,22 +78,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the 8 half-cycle patterns of a quadruped; 0: no search)")
     parser.add_argument("--phase-search-score", choices=PHASE_SEARCH_SCORES, default=None,
                         help="--param phase: what the search minimises (default classifier: the prompt's denoising "
-                             "error over the unconditional one; conditional; guided, SDS's own)")
+                             "error over the unconditional one; contrast, the shipped prior's: over its mean under "
+                             "the prompt told with each gait word; conditional; guided, SDS's own)")
     parser.add_argument("--cycle-harmonics", type=int, default=None,
                         help="--param phase: harmonics of the leg cycle (default 3)")
-    parser.add_argument("--n-gaussians", type=int, default=None)
+    parser.add_argument("--n-gaussians", type=int, default=None, help="Gaussians of the robot's asset (default 2000)")
     parser.add_argument("--width", type=int, default=None, help="render width (default: the prior's)")
     parser.add_argument("--height", type=int, default=None, help="render height (default: the prior's)")
     parser.add_argument("--backend", choices=("auto", "torch", "gsplat"), default="auto")
     parser.add_argument("--camera", choices=CAMERA_MODES, default=None,
-                        help="follow (default, paper): fixed direction, re-framed every iteration; fixed: framed once; "
-                             "orbit: a random direction every iteration (sees every leg)")
+                        help="orbit (default): a random direction every iteration (sees every leg); follow (the "
+                             "paper's; the shipped prior's akd.json): one direction, re-framed every iteration; fixed: "
+                             "framed once")
     parser.add_argument("--camera-margin", type=float, default=None,
-                        help="framing: bounding-sphere radius x margin fills the view (default 1.4; smaller = closer)")
+                        help="framing: bounding-sphere radius x margin fills the view (default 0.9; smaller = closer)")
     parser.add_argument("--blur-px", type=float, default=None,
-                        help="coarse to fine: blur renders by this many pixels, shrinking to 0 at 60%% of the run")
+                        help="coarse to fine: blur renders by this many pixels, shrinking to 0 at 60%% of the run "
+                             "(default 4)")
     parser.add_argument("--lr-final", type=float, default=None,
-                        help="learning-rate multiplier reached at the end (linear decay over the last 40%%)")
+                        help="learning-rate multiplier reached at the end (linear decay over the last 40%%; "
+                             "default 0.1)")
 
 
 # DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
