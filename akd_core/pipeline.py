@@ -123,9 +123,10 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
             echo(f"[{index}/{total}] {key}: done already (skipped; --force re-runs it)")
             continue
         echo(f"[{index}/{total}] {key} ...")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         func(cfg, run)
-        echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s")
+        # CPU seconds too: on a shared machine the wall time says more about the neighbours than about the stage
+        echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s (CPU {time.process_time() - cpu:.1f} s)")
     manifest = run.update_manifest(pipeline={"status": "done"})
     echo(summary_table(run, manifest))
     return manifest
