@@ -166,3 +166,16 @@ def test_akd_run_passes_init_and_param_to_the_distill_stage():
     assert (args.init, args.param) == ("standing", "frames")
     args = build_parser("run").parse_args(["run", "--robot", "quadruped", "--prompt", "p", "--out", "x"])
     assert args.init is None and args.param is None  # the model folder decides
+
+
+def test_akd_distill_flags_override_the_folder():
+    from akd_core.cli.distill import config_overrides
+
+    parser = build_parser("distill")
+    args = parser.parse_args(["distill", "--out", "x", "--param", "frames", "--phase-search-refine", "--n-gaussians",
+                              "900"])
+    overrides = config_overrides(args)
+    assert overrides["param"] == "frames" and overrides["phase_search_refine"] == () and overrides["n_gaussians"] == 900
+    config, _, _ = distill_settings("cogvideox", SHIPPED, None, None, overrides)
+    assert (config.param, config.phase_search_refine, config.n_gaussians) == ("frames", (), 900)
+    assert "phase_search_refine" not in config_overrides(parser.parse_args(["distill", "--out", "x"]))

@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--param phase: before the gradient steps, every combination of the legs' relative "
                              "phases on a grid of this many per cycle, then finer sweeps around the best (default 2: "
                              "the 8 half-cycle patterns of a quadruped; 0: no search)")
+    parser.add_argument("--phase-search-refine", type=int, nargs="*", default=None, metavar="N",
+                        help="--param phase: after the grid, rounds of one-leg moves on these finer grids (default 4: "
+                             "quarter cycles, the four-beat gaits; none: the grid's best)")
     parser.add_argument("--phase-search-score", choices=PHASE_SEARCH_SCORES, default=None,
                         help="--param phase: what the search minimises (default classifier: the prompt's denoising "
                              "error over the unconditional one; contrast, the shipped prior's: over its mean under "
@@ -102,13 +105,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
 CONFIG_OPTIONS = ("lambda_smooth", "smooth_norm", "lambda_ground", "lambda_float", "lambda_skate", "init_noise",
-                  "param", "lr_phase", "lr_cycle", "phase_search_grid", "phase_search_score", "cycle_harmonics",
+                  "param", "lr_phase", "lr_cycle", "phase_search_grid", "phase_search_refine", "phase_search_score",
+                  "cycle_harmonics",
                   "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """{field: value} for the CONFIG_OPTIONS ``args`` sets (present and not None)."""
-    return {k: getattr(args, k) for k in CONFIG_OPTIONS if getattr(args, k, None) is not None}
+    overrides = {k: getattr(args, k) for k in CONFIG_OPTIONS if getattr(args, k, None) is not None}
+    if "phase_search_refine" in overrides:
+        overrides["phase_search_refine"] = tuple(overrides["phase_search_refine"])
+    return overrides
 
 
 def run(args: argparse.Namespace) -> int:
