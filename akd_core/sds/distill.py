@@ -648,6 +648,7 @@ def stage_distill(run: RunDir, robot_spec: str | None = None, prompt: str | None
                                         duration or clip_seconds)
         if config.init_noise > 0:
             init_motion = add_init_noise(robot, init_motion, config.init_noise, seed)
+        run.set_stage("distill", config=run_config)  # with what was resolved since the stage started
         frame_on = None
         prior_obj = base_prior
         if target_motion is not None:
