@@ -126,8 +126,8 @@ def test_phase_distill_runs_and_keeps_limits(quad):
     assert np.all(q >= robot.lower - 1e-6) and np.all(q <= robot.upper + 1e-6)
     assert "phase_3" in result.history[-1]
     # the search scored the 2^3 half-cycle patterns around the first leg's start phase, then one round of quarter
-    # steps per leg (those not scored already)
-    assert 8 < len(result.phase_search) <= 8 + 3 * len(legs)
+    # steps per leg (those not scored already) and perhaps their combination
+    assert 8 < len(result.phase_search) <= 8 + 3 * len(legs) + 1
     assert {r["stage"] for r in result.phase_search} == {"global", "refine4"}
     assert result.phase_search[0]["phases"][0] == pytest.approx(phases[0], abs=1e-4)
     with pytest.raises(ConfigError, match="phase_start"):
@@ -144,8 +144,9 @@ def test_phase_parameters_need_legs():
 
 def test_search_phases_finds_a_known_pattern_from_any_start():
     """A score with one minimum (the circular distance to a pace), a start off the grid: the global stage (every
-    half-cycle pattern relative to the first leg, one batch) gets every leg within a quarter cycle, the quarter and
-    eighth refinements land exactly on the pace; each candidate is scored once, in batches."""
+    half-cycle pattern relative to the first leg, one batch) gets every leg within an eighth of a cycle, no quarter
+    move helps, and the eighth-cycle round lands exactly on the pace by moving all four legs at once (each improves
+    alone); each candidate is scored once, in batches."""
     target = np.array([0.3, 0.8, 0.3, 0.8])
     start = np.array([0.425, 0.05, 0.6, 0.41])
     batches = []

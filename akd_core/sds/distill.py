@@ -144,7 +144,7 @@ class DistillConfig:
     # timesteps, phase_search_draws noises each (the same for every candidate), from the configured camera
     phase_search_grid: int = 2
     phase_search_refine: tuple[int, ...] = (4,)
-    phase_search_sweeps: int = 1
+    phase_search_sweeps: int = 2
     phase_search_timesteps: tuple[int, ...] = (100, 250, 400, 550)
     phase_search_draws: int = 2
     # what the search minimises: "classifier" (the prompt-conditional denoising error over the unconditional one:

@@ -209,8 +209,9 @@ def search_phases(score: Callable[[list[np.ndarray]], list[float]], phases: np.n
     the four-beat walks). Skipped when there would be more than ``max_global``. Then, for each resolution of
     ``refine`` (finer grids, e.g. (4,): quarter cycles, for the four-beat gaits), up to ``sweeps`` rounds that move
     one leg at a time to every other phase of that grid around the cycle from the current best (the first leg too: a
-    shift of all phases is the same gait but not the same clip), scored as one batch; a round that finds nothing
-    better ends the resolution. The start is not scored (it is random: nothing to keep).
+    shift of all phases is the same gait but not the same clip), scored as one batch, plus, when several legs improve
+    on their own, all their best moves at once (trot -> walk moves two legs a quarter cycle); the round keeps the
+    best, and a round that finds nothing better ends the resolution. The start is not scored (it is random: nothing to keep).
 
     Gradient steps on a phase only see the nearby pose, and one leg at a time is not enough either: even the
     oracle prior, whose loss is the distance to a trot's latents, leads Adam from random phases to a pattern with
@@ -266,6 +267,17 @@ def search_phases(score: Callable[[list[np.ndarray]], list[float]], phases: np.n
                     candidates.append(candidate)
                     legs.append(leg)
             values = evaluate(candidates, f"refine{resolution}", legs)
+            # every leg's best move, and, when several legs improve on their own, all of those moves at once
+            moves = {}
+            for candidate, leg, value in zip(candidates, legs, values):
+                if value < current - 1e-12 and value < moves.get(leg, (None, np.inf))[1]:
+                    moves[leg] = (candidate[leg], value)
+            if len(moves) > 1:
+                combined = best.copy()
+                for leg, (phase, _value) in moves.items():
+                    combined[leg] = phase
+                candidates.append(combined)
+                values = values + evaluate([combined], f"refine{resolution}", [-1])
             pick = int(np.argmin(values))
             if not values[pick] < current - 1e-12:
                 break
