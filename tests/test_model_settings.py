@@ -119,14 +119,18 @@ def test_the_contrast_score_is_the_prompts_error_over_the_rivals_mean():
     from akd_core.model.load import load_robot
     from akd_core.sds.clip_render import ClipRenderer, RenderView
     from akd_core.sds.distill import _view
-    from akd_core.sds.phase import PhaseMotionParameters, cycle_clip, library_cycle, random_phases
+    from akd_core.sds.phase import LegCycle, PhaseMotionParameters, cycle_clip, random_phases
 
     rivals = tuple(f"a dog {g} forward" for g in GAITS[:3])
     prior = make_tiny_prior(rivals[1], seed=0, options=CogVideoXOptions(contrast_prompts=rivals, height=32, width=32))
     assert prior.contrast_embeds.shape[0] == 3
     robot = load_robot("quadruped")
     legs = find_legs(robot)
-    cycle = library_cycle(robot, legs, 0.6, 2.0)
+    dofs = [robot.joint_names.index(name) for leg in legs for name in leg.joint_names]
+    dof_leg = [i for i, leg in enumerate(legs) for _ in leg.joint_names]
+    coeffs = np.zeros((len(dofs), 3))
+    coeffs[:, 0], coeffs[:, 2] = robot.default_joint_pos()[dofs], 0.3  # a swing of 0.3 rad (one harmonic)
+    cycle = LegCycle(2.0, 0.5, 0.55, np.array(dofs), np.array(dof_leg), coeffs, [leg.label for leg in legs])
     phases = random_phases(len(legs), 0)
     clip = cycle_clip(robot, cycle, phases, prior.num_frames, 8.0)
     config = DistillConfig(param="phase", n_gaussians=200, phase_search_score="contrast",
