@@ -211,7 +211,8 @@ def search_phases(score: Callable[[list[np.ndarray]], list[float]], phases: np.n
     one leg at a time to every other phase of that grid around the cycle from the current best (the first leg too: a
     shift of all phases is the same gait but not the same clip), scored as one batch, plus, when several legs improve
     on their own, all their best moves at once (trot -> walk moves two legs a quarter cycle); the round keeps the
-    best, and a round that finds nothing better ends the resolution. The start is not scored (it is random: nothing to keep).
+    best, and a round that finds nothing better ends the resolution. The start is not scored (it is random: nothing
+    to keep).
 
     Gradient steps on a phase only see the nearby pose, and one leg at a time is not enough either: even the
     oracle prior, whose loss is the distance to a trot's latents, leads Adam from random phases to a pattern with
