@@ -51,7 +51,8 @@ class PipelineConfig:
     prior: str = "cogvideox"
     video_model: str | None = None
     distill_iterations: int | None = None
-    distill_param: str | None = None  # akd distill's --param (None: DistillConfig's default)
+    distill_param: str | None = None  # akd distill's --param (None: the model folder's akd.json, else frames)
+    distill_init: str | None = None  # akd distill's --init (None: constant, a neutral start)
     concurrent: bool = True  # cross-check in a child process beside preview/export (False: strictly in order)
 
 
@@ -62,7 +63,8 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
                           seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths)
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
-                         iterations=cfg.distill_iterations, duration=cfg.duration, seed=cfg.seed,
+                         iterations=cfg.distill_iterations, init=cfg.distill_init, duration=cfg.duration,
+                         seed=cfg.seed,
                          package_paths=cfg.package_paths, resume=True,
                          config_overrides={"param": cfg.distill_param} if cfg.distill_param else None)
 
@@ -138,9 +140,11 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
                 echo(f"[{index}/{total}] {key} ... (in the background, beside the next stages)")
                 continue
             echo(f"[{index}/{total}] {key} ...")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             func(cfg, run)
-            echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s")
+            # CPU seconds too: on a shared machine the wall time says more about the neighbours than about the stage
+            echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s "
+                 f"(CPU {time.process_time() - cpu:.1f} s)")
         if background is not None:
             index = [name for name, _ in STAGES].index("crosscheck") + 1
             waited = background.wait()
