@@ -21,7 +21,7 @@ $(PY):
 
 $(STAMP): setup.py $(PY)
 	$(PIP) install --quiet "$(TORCH)"
-	$(PIP) install --quiet -e ".[ros,test,ray]"
+	$(PIP) install --quiet -e ".[ros,test,ray,policy]"
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -83,6 +83,7 @@ setup(
     extras_require={
         "ros": ROS_WHEELS,
         "ray": ["ray>=2.40"],
+        "policy": ["onnx>=1.16", "onnxruntime>=1.18"],  # akd export-policy, akd ros policy
         "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1"],
     },
     entry_points={
@@ -90,6 +91,8 @@ setup(
             "akd = akd_core.cli:main",
             "akd_replay = akd_ros.replay:main",
             "akd_generator = akd_ros.generator:main",
+            "akd_sim = akd_ros.sim:main",
+            "akd_policy = akd_ros.policy_node:main",
         ],
     },
     zip_safe=True,

@@ -122,8 +122,15 @@ def _slug(text: str, limit: int = 40) -> str:
 
 
 def robot_label(robot: str) -> str:
-    """A sweep's robot entry as a short name: a built-in name, or a URDF's file stem."""
-    return Path(robot).stem if robot.endswith((".urdf", ".xml")) else robot
+    """A sweep's robot entry as a short name: a built-in name, a URDF's or MJCF's file stem (a MuJoCo
+    ``scene*.xml``: its folder's name, e.g. unitree_g1), or the NAME of ``menagerie:NAME``."""
+    if robot.startswith("menagerie:"):
+        robot = robot.split(":", 1)[1].strip("/")
+        return robot if not robot.endswith(".xml") else robot_label(robot)
+    if robot.endswith((".urdf", ".xml")):
+        path = Path(robot)
+        return path.parent.name if path.stem.startswith("scene") and path.parent.name else path.stem
+    return robot
 
 
 def expand_jobs(sweep: Sweep) -> list[Job]:
@@ -169,7 +176,8 @@ def run_job(job: Job) -> dict[str, Any]:
                          duration=s["duration"], fps=s["fps"], seed=job.seed, feet=s.get("feet"),
                          package_paths=list(s.get("package_paths", [])), track_iterations=s.get("iterations"),
                          device=s.get("device"), exports=(), prior=s.get("prior", "cogvideox"),
-                         video_model=s.get("video_model"))
+                         video_model=s.get("video_model"),
+                         concurrent=False)  # the jobs already share the cores: one process each
     try:
         run_pipeline(cfg, echo=lambda _msg: None)
         record["status"] = "done"

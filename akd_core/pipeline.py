@@ -3,6 +3,11 @@
 motion (gait or sds) -> track -> crosscheck -> preview -> export. A stage whose manifest entry
 says "done" is skipped on a re-run (unless ``--force``), so a killed run continues where it
 stopped; the long stages (distill, track) also resume from their own checkpoints.
+
+The cross-check runs in a child process beside the main one (``PipelineConfig.concurrent``): started
+once the robot exists, it imports Newton/Warp and loads (or compiles) the robot's kernels while the
+tracking runs, then replays ``tracked.npz`` while the preview and the export run here. Its Warp
+kernels step on one core and the preview renders on the other, so the two cost one wall time.
 """
 
 from __future__ import annotations
@@ -10,14 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from akd_core.export import stage_export
-from akd_core.io.errors import ConfigError
+from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.rundir import PREVIEW, RunDir
 from akd_core.motion.stage import stage_gait
-from akd_core.physics.crosscheck import stage_crosscheck
+from akd_core.physics.crosscheck import crosscheck_when_told, stage_crosscheck
 from akd_core.physics.tracker import stage_track
 from akd_core.render.preview import stage_preview
 from akd_core.sds.distill import stage_distill
@@ -45,7 +51,9 @@ class PipelineConfig:
     prior: str = "cogvideox"
     video_model: str | None = None
     distill_iterations: int | None = None
-    distill_param: str | None = None  # akd distill's --param (None: DistillConfig's default)
+    distill_param: str | None = None  # akd distill's --param (None: the model folder's akd.json, else frames)
+    distill_init: str | None = None  # akd distill's --init (None: constant, a neutral start)
+    concurrent: bool = True  # cross-check in a child process beside preview/export (False: strictly in order)
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -55,7 +63,8 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
                           seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths)
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
-                         iterations=cfg.distill_iterations, duration=cfg.duration, seed=cfg.seed,
+                         iterations=cfg.distill_iterations, init=cfg.distill_init, duration=cfg.duration,
+                         seed=cfg.seed,
                          package_paths=cfg.package_paths, resume=True,
                          config_overrides={"param": cfg.distill_param} if cfg.distill_param else None)
 
@@ -115,18 +124,82 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
     run.update_manifest(robot=cfg.robot, prompt=cfg.prompt,
                         pipeline={"source": cfg.source, "exports": list(cfg.exports), "status": "running"})
     total = len(STAGES)
-    for index, (name, func) in enumerate(STAGES, 1):
-        key = _stage_key(name, cfg)
-        if run.stage_done(key) and not cfg.force:
-            echo(f"[{index}/{total}] {key}: done already (skipped; --force re-runs it)")
-            continue
-        echo(f"[{index}/{total}] {key} ...")
-        start = time.perf_counter()
-        func(cfg, run)
-        echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s")
+    todo = {name: cfg.force or not run.stage_done(_stage_key(name, cfg)) for name, _ in STAGES}
+    background: BackgroundCrosscheck | None = None
+    try:
+        for index, (name, func) in enumerate(STAGES, 1):
+            key = _stage_key(name, cfg)
+            if not todo[name]:
+                echo(f"[{index}/{total}] {key}: done already (skipped; --force re-runs it)")
+                continue
+            if (background is None and name != "motion" and cfg.concurrent and todo["crosscheck"]
+                    and any(todo[other] for other in ("track", "preview", "export"))):
+                background = BackgroundCrosscheck(run, cfg.device)  # needs the robot: after the motion stage
+            if name == "crosscheck" and background is not None:
+                background.go()
+                echo(f"[{index}/{total}] {key} ... (in the background, beside the next stages)")
+                continue
+            echo(f"[{index}/{total}] {key} ...")
+            start, cpu = time.perf_counter(), time.process_time()
+            func(cfg, run)
+            # CPU seconds too: on a shared machine the wall time says more about the neighbours than about the stage
+            echo(f"[{index}/{total}] {key}: {time.perf_counter() - start:.1f} s "
+                 f"(CPU {time.process_time() - cpu:.1f} s)")
+        if background is not None:
+            index = [name for name, _ in STAGES].index("crosscheck") + 1
+            waited = background.wait()
+            echo(f"[{index}/{total}] crosscheck: {run.stage('crosscheck').get('seconds', 0.0):.1f} s "
+                 f"(waited {waited:.1f} s for it after the other stages)")
+    finally:
+        if background is not None:
+            background.stop()
     manifest = run.update_manifest(pipeline={"status": "done"})
     echo(summary_table(run, manifest))
     return manifest
+
+
+class BackgroundCrosscheck:
+    """`akd crosscheck` in a child process (spawned: torch, MuJoCo and Warp state must not be forked). It starts
+    importing Newton and warming the robot's kernels at once, and replays ``tracked.npz`` when told to
+    (:meth:`go`); :meth:`wait` returns when it is done and raises what it raised."""
+
+    def __init__(self, run: RunDir, device: str | None):
+        ctx = get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=crosscheck_when_told, args=(str(run.path), device, child), daemon=True,
+                                    name="akd-crosscheck")
+        self._process.start()
+        child.close()
+
+    def go(self) -> None:
+        self._conn.send("go")
+
+    def wait(self) -> float:
+        """Seconds spent waiting; raises the child's error (an AKDError as itself)."""
+        start = time.perf_counter()
+        try:
+            status, error = self._conn.recv()
+        except EOFError:
+            self._process.join()
+            raise AKDError(f"the cross-check process ended without a result (exit code {self._process.exitcode}); "
+                           "run `akd crosscheck RUN` alone to see why") from None
+        self._process.join()
+        if status != "done":
+            raise error
+        return time.perf_counter() - start
+
+    def stop(self) -> None:
+        """End the child if it is still running (an error or Ctrl-C in the main process)."""
+        if self._process.is_alive():
+            try:
+                self._conn.send("stop")
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(timeout=2.0)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join()
+        self._conn.close()
 
 
 def _fmt(value: Any, unit: str = "", digits: int = 3) -> str:

@@ -1,7 +1,9 @@
 """``akd ros ...``: the ROS 2 commands of the ``akd`` CLI (wired by akd_core/cli/).
 
 ``akd ros replay RUN [--rate HZ] [--loop]`` streams a run on live topics (see :mod:`akd_ros.replay`);
-``akd ros generate --robot R --prompt P`` runs the generator node once (pipeline, then replay).
+``akd ros generate --robot R --prompt P`` runs the generator node once (pipeline, then replay);
+``akd ros sim --robot R [--run RUN | --policy P.onnx]`` runs the MuJoCo simulator node (:mod:`akd_ros.sim`);
+``akd ros policy P.onnx`` runs an exported policy against it (:mod:`akd_ros.policy_node`).
 rclpy is imported only when a command runs, so ``akd ros --help`` works without the ROS wheels.
 """
 
@@ -57,6 +59,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--loop", action="store_true")
     p.set_defaults(ros_func=_generate)
 
+    p = sub.add_parser("sim", help="the MuJoCo simulator node: /clock, /joint_states, /imu, /odom; PD targets in",
+                       description="Simulate ROBOT in AKD's MuJoCo model, publishing /clock, /joint_states, /imu, "
+                                   "/odom (and /tf where tf2_msgs is installed) and taking PD targets as "
+                                   "ros2_control's joint_trajectory_controller (JointTrajectory) and "
+                                   "forward_command_controller (Float64MultiArray) take them. Commands outside the "
+                                   "URDF limits are dropped and logged.")
+    p.add_argument("--robot", default="", help="built-in robot name or URDF path (default: the run's robot.urdf)")
+    p.add_argument("--package-path", action="append", default=[], metavar="DIR")
+    p.add_argument("--run", type=Path, default=None, help="start from RUN/tracked.npz with the run's physics")
+    p.add_argument("--policy", type=Path, default=None, help="start from this ONNX policy's clip, its physics")
+    p.add_argument("--clip", type=int, default=0, help="the policy's clip to start from (default 0)")
+    p.add_argument("--control-hz", type=float, default=0.0, help="without --run/--policy (default 50)")
+    p.add_argument("--lockstep", action="store_true", help="advance only once the next command has arrived")
+    p.add_argument("--real-time-factor", type=float, default=1.0, help="without --lockstep; 0 = as fast as possible")
+    p.add_argument("--duration", type=float, default=0.0, help="simulated seconds (default: until Ctrl-C)")
+    p.add_argument("--wait-for-subscribers", type=int, default=0, metavar="N",
+                   help="start once /joint_states has N subscribers")
+    p.set_defaults(ros_func=_sim)
+
+    p = sub.add_parser("policy", help="run an exported policy (ONNX) on /joint_states + /imu -> PD targets",
+                       description="Drive a robot (or `akd ros sim`) with an ONNX policy from `akd export-policy`: "
+                                   "reads /joint_states and /imu, publishes PD targets on "
+                                   "/position_controller/commands every control period. Uses simulated time.")
+    p.add_argument("policy", type=Path, help="ONNX export of a policy")
+    p.add_argument("--clip", type=int, default=0, help="which reference clip to track (default 0)")
+    p.add_argument("--trajectory", action="store_true",
+                   help="also publish a one-point JointTrajectory per command (joint_trajectory_controller)")
+    p.add_argument("--duration", type=float, default=0.0, help="stop after this many simulated seconds")
+    p.add_argument("--wall-time", action="store_true", help="use the wall clock instead of /clock")
+    p.set_defaults(ros_func=_policy)
+
 
 def _replay(args: argparse.Namespace) -> int:
     _require_rclpy()
@@ -78,6 +111,29 @@ def _generate(args: argparse.Namespace) -> int:
 
     run_generator_node({"robot": args.robot, "prompt": args.prompt, "out": args.out, "source": args.source,
                         "loop": bool(args.loop), "autostart": True, "exit_after_replay": True}, args=[])
+    return 0
+
+
+def _sim(args: argparse.Namespace) -> int:
+    _require_rclpy()
+    from akd_ros.sim import SimOptions, run_sim_node
+
+    options = SimOptions(robot=args.robot, package_paths=list(args.package_path),
+                         run_dir=str(args.run) if args.run else "", policy=str(args.policy) if args.policy else "",
+                         clip=args.clip, control_hz=args.control_hz, lockstep=args.lockstep,
+                         real_time_factor=args.real_time_factor, duration=args.duration,
+                         wait_for_subscribers=args.wait_for_subscribers)
+    run_sim_node(options, args=[])
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> int:
+    _require_rclpy()
+    from akd_ros.policy_node import PolicyOptions, run_policy_node
+
+    options = PolicyOptions(policy=str(args.policy), clip=args.clip, publish_trajectory=args.trajectory,
+                            duration=args.duration)
+    run_policy_node(options, args=[] if args.wall_time else ["--ros-args", "-p", "use_sim_time:=true"])
     return 0
 
 

@@ -3,8 +3,9 @@
 For each prompt, the built-in quadruped's gait-library leg cycle (akd_core.sds.phase, the prompt's speed, cadence
 capped as in distill) is rendered with the phases of each named pattern (trot, pace, bound, walk, pronk, gallop),
 each at ``--shifts`` global phase shifts (a shift of all legs is the same gait but another clip), and scored as the
-phase search scores (akd_core.sds.distill.phase_scorer, ``--score``: by default the prompt-conditional denoising error
-over the unconditional one; fixed timesteps and noises, the same for every candidate). Prints, per prompt, each
+phase search scores (akd_core.sds.distill.phase_scorer with the model folder's akd.json settings, ``--score``: the
+shipped prior's default is "contrast", the prompt's denoising error over its mean under the gait captions; fixed
+timesteps and noises, the same for every candidate). Prints, per prompt, each
 pattern's mean score relative to the best (0 = the prior's pick) and whether the prompt's own pattern wins; a prior
 whose pick is the prompt's pattern for every prompt makes the phase search land on it.
 
@@ -25,13 +26,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from akd_core.model.legs import find_legs  # noqa: E402
 from akd_core.model.load import load_robot  # noqa: E402
 from akd_core.motion.gait import phase_offsets  # noqa: E402
-from akd_core.sds.clip_render import ClipRenderer
-from akd_core.sds.distill import PHASE_SEARCH_SCORES, DistillConfig, _view, phase_scorer, phase_start_clip
+from akd_core.sds.clip_render import ClipRenderer  # noqa: E402
+from akd_core.sds.distill import (  # noqa: E402
+    PHASE_SEARCH_SCORES,
+    DistillConfig,
+    _view,
+    contrast_prompts,
+    model_defaults,
+    phase_scorer,
+    phase_start_clip,
+)
 from akd_core.sds.phase import PhaseMotionParameters, pattern_phases  # noqa: E402
 from akd_core.sds.prior import make_prior  # noqa: E402
-from akd_core.sds.prior.default import resolve_video_model  # noqa: E402
+from akd_core.sds.prior.default import prior_prompt, resolve_video_model  # noqa: E402
 
-PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding",
+PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing forward", "bound": "a dog bounding forward",
            "walk": "a dog walking forward"}
 PATTERNS = ("trot", "pace", "bound", "walk", "pronk", "gallop")
 
@@ -43,19 +52,26 @@ def main() -> None:
     parser.add_argument("--shifts", type=int, default=4, help="global phase shifts per pattern (averaged)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guidance-scale", type=float, default=None)
-    parser.add_argument("--score", choices=PHASE_SEARCH_SCORES, default="classifier",
-                        help="what the phase search minimises (akd distill --phase-search-score)")
+    parser.add_argument("--score", choices=PHASE_SEARCH_SCORES, default=None,
+                        help="what the phase search minimises (akd distill --phase-search-score; default: the model "
+                             "folder's akd.json, else classifier)")
     args = parser.parse_args()
     model = resolve_video_model(args.model)
     robot = load_robot("quadruped")
     legs = find_legs(robot)
-    config = DistillConfig(param="phase", seed=args.seed, phase_search_score=args.score)
+    settings = {**model_defaults(model), "param": "phase", "seed": args.seed}  # what akd distill uses
+    if args.score is not None:
+        settings["phase_search_score"] = args.score
+    config = DistillConfig(**settings)
     wins = 0
     for key in args.prompts:
         prompt = PROMPTS[key]
         tic = time.perf_counter()
         kwargs = {} if args.guidance_scale is None else {"guidance_scale": args.guidance_scale}
-        prior = make_prior("cogvideox", prompt, video_model=model, seed=args.seed, **kwargs)
+        text = prior_prompt(prompt, model)
+        if config.phase_search_score == "contrast":
+            kwargs["contrast_prompts"] = contrast_prompts(text, config.phase_search_contrast)
+        prior = make_prior("cogvideox", text, video_model=model, seed=args.seed, **kwargs)
         clip, (cycle, phases) = phase_start_clip(robot, prompt, "constant", prior.num_frames, config, args.seed)
         renderer = ClipRenderer(robot, prior.width, prior.height, config.n_gaussians, config.seed, config.backend,
                                 _view(config))
@@ -64,7 +80,7 @@ def main() -> None:
         table = {}
         for pattern in PATTERNS:
             base = pattern_phases(cycle, phase_offsets(pattern, legs))
-            table[pattern] = float(np.mean([score(base + s / args.shifts) for s in range(args.shifts)]))
+            table[pattern] = float(np.mean(score([base + s / args.shifts for s in range(args.shifts)])))
         best = min(table, key=table.get)
         wins += best == key
         rel = "  ".join(f"{p} {100 * (v / table[best] - 1):+6.2f}%" for p, v in table.items())

@@ -98,7 +98,8 @@ def main() -> None:
                 spec = spec.slowed_to(VIDEO_FPS / args.min_stride_frames, natural)
             motion = generate_gait(robot, spec, duration=2.0, fps=50.0)
             clip = fit_clip(motion.resample(8.0), prior.num_frames, 8.0)
-            video, _ = render_motion(robot, clip, DistillConfig(n_gaussians=2000), prior.width, prior.height)
+            video, _ = render_motion(robot, clip, DistillConfig(n_gaussians=2000, camera="follow", camera_margin=1.4,
+                                                                 blur_px=0.0), prior.width, prior.height)
             per_t[gait] = prompt_errors(prior, video, embeds, args.draws)
             errors = {k: float(np.mean(list(v.values()))) for k, v in per_t[gait].items()}
             best = min(errors, key=errors.get)

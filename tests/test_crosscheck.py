@@ -86,3 +86,30 @@ def test_newton_gets_a_urdf_of_collisions_with_meshes_it_can_read(tmp_path):
     assert "<visual" not in text and ".dae" not in text.lower()
     model = newton_model(robot, default_physics(robot))
     assert float(model.body_mass.numpy().sum()) == pytest.approx(robot.total_mass, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- the Newton check fails what it should
+def test_newton_crosscheck_fails_on_the_targets_of_another_clip(a1, mpc_trot):
+    """The tracked trot's states with the PD targets of another clip (the gait library's pace of the same length):
+    Newton, at the default step and with its step refinements, must not pass them."""
+    from akd_core.motion.gait import GaitSpec, generate_gait_result
+
+    tracked, metrics = mpc_trot
+    other = generate_gait_result(a1, GaitSpec(pattern="pace", speed=0.3), duration=1.0, fps=1.0 / tracked.dt).motion
+    wrong = dataclasses.replace(tracked, pd_targets=other.joint_pos[:tracked.num_steps].astype(np.float32), naive=None)
+    result = C.crosscheck(a1, wrong, physics_from_dict(a1, metrics), "newton", open_loop_s=0)
+    assert not result["passed"], result
+    assert result["joint_rmse_rad"] > 2 * C.DEFAULT_THRESHOLD_RAD
+    assert result["step_refinements"] == C.STEP_REFINEMENTS and "open_loop_s" not in result
+
+
+def test_newton_crosscheck_fails_when_effort_limits_are_one_percent_of_real(a1, mpc_trot):
+    """The right targets on a robot whose motors give 1 % of their torque: it sags, and the check says so (in MuJoCo
+    too: both engines clamp to the PhysicsParams' effort limits, not to the URDF's)."""
+    tracked, metrics = mpc_trot
+    physics = physics_from_dict(a1, metrics)
+    weak = dataclasses.replace(physics, effort=0.01 * physics.effort)
+    result = C.crosscheck(a1, tracked, weak, "newton", open_loop_s=0)
+    assert not result["passed"], result
+    assert result["joint_rmse_rad"] > 2 * C.DEFAULT_THRESHOLD_RAD
+    assert not C.crosscheck(a1, tracked, weak, "mujoco", open_loop_s=0)["passed"]

@@ -55,10 +55,13 @@ def test_akd_distill_without_video_model_loads_the_shipped_folder(distilled, tin
     stage = RunDir(out).stage("distill")
     assert stage["status"] == "done"
     assert stage["config"]["prior"] == "cogvideox" and stage["config"]["video_model"] == str(tiny_model)
+    # a folder without akd.json gets the paper's per-frame SDS from its neutral start (the rest pose gliding forward)
+    assert stage["config"]["param"] == "frames" and stage["config"]["init"] == "constant"
+    assert stage["config"]["model_settings"] is None
     metrics = stage["metrics"]
-    # one SDS step barely moves the gait-library trot the clip starts from: it is still recognised
-    assert metrics["gait_class"] == "trot" and 0.5 <= metrics["gait_confidence"] <= 1.0, metrics
-    assert "gait_class: trot" in printed
+    # one SDS step barely moves the neutral start: no gait the classifier is sure of
+    assert metrics["gait_class"] in GAITS and metrics["gait_confidence"] < 0.5, metrics
+    assert f"gait_class: {metrics['gait_class']}" in printed
 
 
 def test_the_default_folder_is_what_gets_loaded(shipped, tmp_path, capsys):
@@ -143,3 +146,31 @@ def test_akd_run_summary_names_the_distilled_gait(distilled):
     json.dumps(manifest)  # the metrics stay JSON
     # a gait-library run has no such line
     assert "distilled gait" not in summary_table(run, run.update_manifest(pipeline={"source": "gait"}))
+
+
+def test_a_folders_akd_json_sets_what_akd_distill_runs(tiny_model, tmp_path, monkeypatch, capsys):
+    """A copy of the tiny folder whose akd.json declares --param phase (cheap settings for a test), placed as the
+    default model: `akd distill` with no flags runs the phase search with the contrast score over the rewritten
+    prompt's gait captions, from random leg phases, and records all of it in the stage config."""
+    folder = tmp_path / "models" / default.DEFAULT_MODEL_NAME
+    shutil.copytree(tiny_model, folder)
+    (folder / "akd.json").write_text(json.dumps({
+        "param": "phase",
+        "distill": {"iterations": 1, "n_gaussians": 200, "width": 32, "height": 32, "phase_search_refine": [],
+                    "phase_search_timesteps": [300], "phase_search_score": "contrast",
+                    "phase_search_contrast": [["trotting", "pacing", "bounding"]], "video_every": 0},
+        "prompt_phrases": {"forward quickly": "fast forward"}}))
+    monkeypatch.setattr(default, "MODELS_DIRS", [folder.parent])
+    monkeypatch.delenv(default.VIDEO_MODEL_ENV, raising=False)
+    out = tmp_path / "run"
+    assert main(["distill", "--robot", "quadruped", "--prompt", "a dog pacing forward quickly", "--out",
+                 str(out)]) == 0
+    stage = RunDir(out).stage("distill")
+    config, metrics = stage["config"], stage["metrics"]
+    assert config["video_model"] == str(folder) and config["param"] == "phase" and config["init"] == "constant"
+    assert config["model_settings"]["n_gaussians"] == 200 and config["iterations"] == 1
+    assert config["prior_prompt"] == "a dog pacing fast forward"
+    assert config["contrast_prompts"] == [f"a dog {g} fast forward" for g in ("trotting", "pacing", "bounding")]
+    assert config["cycle_hz"] > 0 and len(config["start_phases"]) == 4
+    assert metrics["phase_search_candidates"] == 8  # the half-cycle grid only
+    assert "gait_class:" in capsys.readouterr().out

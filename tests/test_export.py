@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from akd_core.export import export_runs, load_episode, read_hdf5, read_lerobot, read_rosbag
-from akd_core.export.common import CONTACT_HEIGHT_M
+from akd_core.export.common import CONTACT_HEIGHT_M, MOTION_FORMATS
 from akd_core.export.hdf5 import write_hdf5
 from akd_core.export.lerobot import write_lerobot
+from akd_core.export.motion_files import SUFFIX as MOTION_SUFFIX
 from akd_core.io.errors import ConfigError, JointLimitError, RunDirError
 from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
@@ -165,7 +166,7 @@ def test_hdf5_reads_the_way_robomimic_and_our_bc_reader_read_it(runs, tmp_path):
             n = f[f"data/{ep}"].attrs["num_samples"]
             assert all(f[f"data/{ep}/obs/{k}"].shape[0] == n for k in f[f"data/{ep}/obs"])
             assert f[f"data/{ep}/actions"].shape == (n, 12)
-    from akd_core.learn.policy import load_dataset
+    from akd_core.learn.dataset import load_dataset
 
     dataset = load_dataset(path)
     assert [d.name for d in dataset.demos] == ["demo_0", "demo_1"]
@@ -454,7 +455,10 @@ def test_akd_export_cli_writes_every_format_and_records_the_stage(tmp_path):
     assert (out / "rosbag2/metadata.yaml").is_file()
     stage = RunDir(run.path).stage("export")
     assert stage["status"] == "done" and set(stage["metrics"]["files"]) == {"hdf5", "lerobot", "amp",
-                                                                            "isaaclab-amp", "rosbag2"}
+                                                                            "isaaclab-amp", "rosbag2",
+                                                                            *MOTION_FORMATS}
+    for fmt in MOTION_FORMATS:  # the motion files (tests/test_motion_files.py checks them) do not collide
+        assert (out / f"cli_run.{fmt}{MOTION_SUFFIX[fmt]}").is_file(), fmt
     assert main(["export", str(run.path), "--format", "hdf5"]) == 0  # the run's own default is rebuilt
     with h5py.File(out / "dataset.hdf5", "r") as f:
         assert list(f["data"].keys()) == ["demo_0"]

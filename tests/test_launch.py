@@ -50,13 +50,15 @@ def _exec_depends() -> set[str]:
 
 def _node_parameter_names() -> dict[str, set[str]]:
     pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed (pip install -e '.[ros]')")
-    from akd_ros import generator, replay
+    from akd_ros import generator, policy_node, replay, sim
 
-    return {"akd_replay": set(replay.parameter_names()), "akd_generator": set(generator.parameter_names())}
+    return {"akd_replay": set(replay.parameter_names()), "akd_generator": set(generator.parameter_names()),
+            "akd_sim": set(sim.parameter_names()), "akd_policy": set(policy_node.parameter_names()) | {"use_sim_time"}}
 
 
-def test_both_launch_files_exist():
-    assert {p.name for p in LAUNCH_FILES} == {"replay.launch.py", "generate.launch.py"}
+def test_every_launch_file_exists():
+    assert {p.name for p in LAUNCH_FILES} == {"replay.launch.py", "generate.launch.py", "sim.launch.py",
+                                              "policy.launch.py"}
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

@@ -125,10 +125,11 @@ def test_phase_distill_runs_and_keeps_limits(quad):
     q = result.motion.joint_pos
     assert np.all(q >= robot.lower - 1e-6) and np.all(q <= robot.upper + 1e-6)
     assert "phase_3" in result.history[-1]
-    # the search scored the start, the 2^3 half-cycle patterns, and one sweep of quarter steps per leg
-    assert 9 < len(result.phase_search) <= 9 + 3 * len(legs)
-    assert {r["stage"] for r in result.phase_search} == {"start", "global", "local"}
-    assert result.phase_search[0]["phases"] == pytest.approx(phases, abs=1e-4)
+    # the search scored the 2^3 half-cycle patterns around the first leg's start phase, then one round of quarter
+    # steps per leg (those not scored already) and perhaps their combination
+    assert 8 < len(result.phase_search) <= 8 + 3 * len(legs) + 1
+    assert {r["stage"] for r in result.phase_search} == {"global", "refine4"}
+    assert result.phase_search[0]["phases"][0] == pytest.approx(phases[0], abs=1e-4)
     with pytest.raises(ConfigError, match="phase_start"):
         distill(robot, prior, clip, config, progress=False)
 
@@ -142,26 +143,34 @@ def test_phase_parameters_need_legs():
 
 
 def test_search_phases_finds_a_known_pattern_from_any_start():
-    """A score with one minimum (the circular distance to a pace), a start off the grid: the global stage gets
-    every leg within a grid step, the finer sweep lands exactly on the pace; each candidate is scored once."""
+    """A score with one minimum (the circular distance to a pace), a start off the grid: the global stage (every
+    half-cycle pattern relative to the first leg, one batch) gets every leg within an eighth of a cycle, no quarter
+    move helps, and the eighth-cycle round lands exactly on the pace by moving all four legs at once (each improves
+    alone); each candidate is scored once, in batches."""
     target = np.array([0.3, 0.8, 0.3, 0.8])
     start = np.array([0.425, 0.05, 0.6, 0.41])
-    calls = []
+    batches = []
 
-    def score(phases):
-        calls.append(np.array(phases))
+    def one(phases):
         d = np.remainder(np.asarray(phases) - target + 0.5, 1.0) - 0.5
         return float(np.sum(d * d))
 
-    best, rows = search_phases(score, start, grid=4, sweeps=2, progress=False)
+    def score(candidates):
+        batches.append([np.array(c) for c in candidates])
+        return [one(c) for c in candidates]
+
+    best, rows = search_phases(score, start, grid=2, refine=(4, 8), sweeps=3, progress=False)
     np.testing.assert_allclose(best, target, atol=1e-9)
-    assert rows[0]["stage"] == "start" and rows[0]["score"] == pytest.approx(score(start))
-    assert sum(r["stage"] == "global" for r in rows) == 4 ** 3
+    assert [r["stage"] for r in rows[:8]] == ["global"] * 8 and len(batches[0]) == 8
+    assert {tuple(np.round(np.remainder(np.array(r["phases"][1:]) - r["phases"][0], 1.0), 6)) for r in rows[:8]} == \
+        {(a, b, c) for a in (0.0, 0.5) for b in (0.0, 0.5) for c in (0.0, 0.5)}
     assert min(r["score"] for r in rows) < 1e-12
-    assert len(rows) == len(calls) - 1  # every distinct candidate scored once (the last call is the check above)
-    # without the global stage (too many combinations) the sweeps alone still walk a separable score home
-    best, rows = search_phases(score, np.array([0.425, 0.05, 0.675, 0.55]), grid=4, sweeps=3, max_global=10,
-                               progress=False)
+    assert len(rows) == sum(len(b) for b in batches)  # every distinct candidate scored once
+    keys = [tuple(np.round(r["phases"], 4)) for r in rows]
+    assert len(keys) == len(set(keys))
+    # without the global stage (too many combinations) the refinements alone still walk a separable score home
+    best, rows = search_phases(score, np.array([0.425, 0.05, 0.675, 0.55]), grid=4, refine=(8,), sweeps=4,
+                               max_global=10, progress=False)
     np.testing.assert_allclose(best, target, atol=1e-9)
     assert not any(r["stage"] == "global" for r in rows)
 
@@ -203,7 +212,7 @@ def test_oracle_phase_distill_recovers_the_pattern_from_random_phases(pattern):
     phases = random_phases(len(legs), 0)
     start = cycle_clip(robot, cycle, phases, base.num_frames, 8.0)
     config = DistillConfig(iterations=20, param="phase", n_gaussians=1500, width=48, height=48, video_every=0,
-                           lambda_skate=0.0)
+                           lambda_skate=0.0, camera="follow", camera_margin=1.4, blur_px=0.0, lr_final=1.0)
     frame_on, render_target, first = target_view_renderer(robot, target, config, 48, 48)
     oracle = OracleVideoPrior.from_prior(base, render_target(first), target_renderer=render_target)
     result = distill(robot, oracle, start, config, progress=False, frame_on=frame_on, phase_start=(cycle, phases))

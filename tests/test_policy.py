@@ -1,13 +1,12 @@
-"""Behaviour cloning from an exported HDF5 dataset and its closed-loop MuJoCo evaluation.
+"""Policies on tracked motion: the dataset and its references, observations, the randomised world, the MPC expert,
+BC, DAgger, the evaluation and the ONNX export.
 
-Fast tests use small datasets made in MuJoCo itself (a quadruped stepping in place under sinusoidal PD targets),
-so the data's transitions are exactly the evaluation environment's. The slow test runs the real pipeline
-(gait -> Newton tracking -> export) on several trot clips and asserts the policy walks for 10 s.
+Fast tests use physically consistent runs made in seconds (tests/policy_runs.py: gait-library trots of the built-in
+quadruped tracked by the tracker's feedforward replay in MuJoCo) and share them through module fixtures.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -16,18 +15,30 @@ import numpy as np
 import pytest
 import torch
 
-from akd_core.cli.policy import add_train_arguments, run_train
-from akd_core.io.errors import AKDError, ConfigError, MotionError
-from akd_core.learn import policy as P
+from akd_core.cli import main
+from akd_core.io.errors import ConfigError, MotionError
+from akd_core.io.rundir import REFERENCE, TRACKED
+from akd_core.learn import bc as B
+from akd_core.learn import env as E
+from akd_core.learn import evaluate as V
+from akd_core.learn import observation as O
+from akd_core.learn.dagger import DaggerConfig, ExpertGateError, expert_gate, train_dagger
+from akd_core.learn.dataset import load_dataset
+from akd_core.learn.expert import ExpertConfig, MPCExpert
+from akd_core.learn.onnx_export import OnnxPolicy, export_onnx
+from akd_core.learn.policy import FitConfig, TrackingPolicy, check_robot_matches, load_policy, save_policy
+from akd_core.learn.reference import ReferenceClip, gait_clock, path_progress, yaw_of
 from akd_core.model.load import load_robot
 from akd_core.model.robot import load_urdf
-from akd_core.model.skeletons import standing_height
-from akd_core.motion.clip import TrackedMotion
+from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.engines.base import BodyState
-from akd_core.physics.params import default_physics
+from akd_core.physics.targets import substep_targets
 from tests.conftest import example_robot_urdf
+from tests.policy_runs import dataset_of, feedforward_run
 
 DT = 0.02
+CALM = E.Randomisation(push_mps=0.0, push_every_s=0.0, friction=(1.0, 1.0), mass_scale=(1.0, 1.0), obs_noise=0.0,
+                       latency_s=(0.0, 0.0))
 
 
 @pytest.fixture(scope="module")
@@ -36,125 +47,139 @@ def quadruped():
 
 
 @pytest.fixture(scope="module")
-def gains(quadruped):
-    physics = default_physics(quadruped)
-    return physics.kp, physics.kd
-
-
-def stepping_targets(robot, seconds: float, freq: float, amp: float, phase: float) -> np.ndarray:
-    """(T, J) PD targets: rest pose, knees of diagonal leg pairs flexing alternately at ``freq`` Hz."""
-    n = int(round(seconds / DT)) + 1
-    t = np.arange(n) * DT
-    targets = np.tile(robot.default_joint_pos(), (n, 1))
-    for leg, sign in (("front_left", 1), ("hind_right", 1), ("front_right", -1), ("hind_left", -1)):
-        flex = -1.0 if leg.startswith("front") else 1.0  # front knees flex negative, hind positive
-        targets[:, robot.joint_names.index(f"{leg}_knee")] += flex * amp * np.maximum(
-            0.0, sign * np.sin(2 * np.pi * freq * t + phase))
-    return targets
-
-
-def mujoco_demo(robot, kp, kd, targets: np.ndarray) -> dict[str, np.ndarray]:
-    """Roll PD targets (T, J) out in the policy's MuJoCo env from standing; states (T, .) + actions (T, J)."""
-    env = P.MujocoEnv(robot, kp, kd, DT, P.default_physics(robot, DT))
-    state = env.reset(targets[0], np.zeros(robot.num_dofs), np.array([0.0, 0.0, standing_height("quadruped")]),
-                      np.array([0.0, 0.0, 0.0, 1.0]), np.zeros(3), np.zeros(3), targets[0])
-    states = [state] + [env.step(target) for target in targets[1:]]
-    return {**{k: np.array([s[k] for s in states]) for k in state}, "actions": targets}
-
-
-def write_hdf5(path, robot, kp, kd, demos: list[dict[str, np.ndarray]]) -> None:
-    """The robomimic / Isaac Lab layout of `akd export --format hdf5` (docs/formats.md)."""
-    env_args = {"env_name": "akd", "type": 2, "robot": robot.name, "fps": 1.0 / DT,
-                "joint_names": robot.joint_names, "kp": np.asarray(kp).tolist(), "kd": np.asarray(kd).tolist()}
-    with h5py.File(path, "w") as f:
-        data = f.create_group("data")
-        data.attrs["env_args"] = json.dumps(env_args)
-        data.attrs["total"] = sum(len(d["actions"]) for d in demos)
-        for i, demo in enumerate(demos):
-            group = data.create_group(f"demo_{i}")
-            group.attrs["num_samples"] = len(demo["actions"])
-            group.create_dataset("actions", data=demo["actions"].astype(np.float32))
-            for key in P.OBS_KEYS:
-                group.create_dataset(f"obs/{key}", data=demo[key].astype(np.float32))
+def runs(tmp_path_factory, quadruped):
+    root = tmp_path_factory.mktemp("policy_runs")
+    return [feedforward_run(root / "trot04", quadruped, "a dog trotting forward at 0.4 m/s", 2.0),
+            feedforward_run(root / "trot05", quadruped, "a dog trotting forward at 0.5 m/s", 2.0)]
 
 
 @pytest.fixture(scope="module")
-def stepping_dataset(tmp_path_factory, quadruped, gains):
-    """Three 3 s stepping demos (2 Hz, phases 0 / 2 / 4 rad, amplitudes 0.5-0.7 rad) in one HDF5."""
-    kp, kd = gains
-    demos = [mujoco_demo(quadruped, kp, kd, stepping_targets(quadruped, 3.0, 2.0, amp, phase))
-             for amp, phase in ((0.5, 0.0), (0.6, 2.0), (0.7, 4.0))]
-    path = tmp_path_factory.mktemp("bc") / "stepping.hdf5"
-    write_hdf5(path, quadruped, kp, kd, demos)
-    return path, demos
+def dataset_path(runs, tmp_path_factory):
+    return dataset_of(runs, tmp_path_factory.mktemp("policy_data") / "trots.hdf5")
 
 
-# ----------------------------------------------------------------------------- observations and dataset
-def test_observations_are_body_frame_and_heading_invariant():
-    rng = np.random.default_rng(0)
-    joint_pos, joint_vel, last = (rng.normal(size=(1, 5)) for _ in range(3))
-    lin, ang = np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 0.0, 0.5]])
-    yaw = math.radians(90.0)
-    quat_yaw = np.array([[0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]])  # xyzw
-    identity = np.array([[0.0, 0.0, 0.0, 1.0]])
-    # world +x velocity for a robot facing +y is sideways (body -y); forward motion along +y is body +x
-    obs = P.build_observations(joint_pos, joint_vel, last, quat_yaw, lin, ang, np.array([0.3]), 0.7)
-    layout = dict(P.observation_layout(5))
-    assert obs.shape == (1, sum(layout.values())) and obs.dtype == np.float32
-    offsets = np.cumsum([0] + [s for _, s in P.observation_layout(5)])
-    term = {name: obs[0, offsets[i]:offsets[i + 1]] for i, (name, _) in enumerate(P.observation_layout(5))}
-    np.testing.assert_allclose(term["root_lin_vel_body"], [0.0, -1.0, 0.0], atol=1e-6)
-    np.testing.assert_allclose(term["root_ang_vel_body"], [0.0, 0.0, 0.5], atol=1e-6)
-    np.testing.assert_allclose(term["gravity_body"], [0.0, 0.0, -1.0], atol=1e-6)
-    np.testing.assert_allclose(term["gait_clock"], [math.sin(0.3), math.cos(0.3)], atol=1e-6)
-    np.testing.assert_allclose(term["command_speed"], [0.7])
-    np.testing.assert_allclose(term["joint_pos"], joint_pos[0], atol=1e-6)
-    np.testing.assert_allclose(term["last_target"], last[0], atol=1e-6)
-    # facing +y and moving +y = facing +x and moving +x
-    a = P.build_observations(joint_pos, joint_vel, last, quat_yaw, np.array([[0.0, 2.0, 0.0]]), ang, [0.3], 0.7)
-    b = P.build_observations(joint_pos, joint_vel, last, identity, np.array([[2.0, 0.0, 0.0]]), ang, [0.3], 0.7)
-    np.testing.assert_allclose(a, b, atol=1e-6)
-    # pitched forward by 30 deg about y: gravity in the body frame tilts towards +x
-    pitch = math.radians(30.0)
-    quat_pitch = np.array([[0.0, math.sin(pitch / 2), 0.0, math.cos(pitch / 2)]])
-    obs = P.build_observations(joint_pos, joint_vel, last, quat_pitch, lin, ang, [0.0], 0.0)
-    np.testing.assert_allclose(obs[0, offsets[3]:offsets[4]], [math.sin(pitch), 0.0, -math.cos(pitch)], atol=1e-6)
+@pytest.fixture(scope="module")
+def dataset(dataset_path):
+    return load_dataset(dataset_path)
+
+
+@pytest.fixture(scope="module")
+def trained(dataset, quadruped):
+    policy, meta, metrics = B.train_bc(dataset, quadruped, B.BCConfig(fit=FitConfig(epochs=150)), progress=False)
+    return policy, meta, metrics
+
+
+def _turning_motion(frames: int = 151, yaw_rate: float = 0.5, speed: float = 0.6, hz: float = 2.0) -> Motion:
+    t = np.arange(frames) * DT
+    yaw = yaw_rate * t
+    root = np.stack([speed / yaw_rate * np.sin(yaw), speed / yaw_rate * (1 - np.cos(yaw)), np.full_like(t, 0.4)], -1)
+    quat = np.stack([np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2), np.cos(yaw / 2)], -1)
+    q = np.stack([0.3 * np.sin(2 * np.pi * hz * t), 0.2 * np.cos(2 * np.pi * hz * t)], -1)
+    contacts = (np.cos(2 * np.pi * hz * t) > 0)[:, None]
+    return Motion(fps=1 / DT, joint_names=["a", "b"], joint_pos=q, root_pos=root, root_quat=quat, foot_names=["f"],
+                  foot_offsets=np.zeros((1, 3)), foot_contacts=contacts)
+
+
+# ----------------------------------------------------------------------------- references
+def test_reference_continues_past_its_end_on_the_same_arc_at_the_same_speed():
+    clip = ReferenceClip.from_motion(_turning_motion(), DT)
+    assert clip.gait_hz == pytest.approx(2.0, abs=0.05) and clip.loop_frames == 25  # one period at 50 Hz
+    f = clip.frames(600)
+    speed = np.linalg.norm(np.diff(f["root_pos"][:, :2], axis=0), axis=-1) / DT
+    np.testing.assert_allclose(speed, 0.6, rtol=1e-3)  # no jump at the seams, same speed 9 s after a 3 s clip
+    yaw = np.unwrap(yaw_of(f["root_quat"]))
+    np.testing.assert_allclose(np.diff(yaw) / DT, 0.5, rtol=1e-3)  # keeps turning at the same rate
+    np.testing.assert_allclose(f["root_pos"][:, :2], np.stack([1.2 * np.sin(0.5 * np.arange(600) * DT),
+                                                               1.2 * (1 - np.cos(0.5 * np.arange(600) * DT))], -1),
+                               atol=1e-3)  # on the circle the clip drew
+    t = np.arange(600) * DT
+    np.testing.assert_allclose(f["joint_pos"][:, 0], 0.3 * np.sin(2 * np.pi * 2.0 * t), atol=1e-5)  # the cycle loops
+    assert np.allclose(np.sin(f["clock"][151:]), np.sin(f["clock"][126:575]), atol=1e-9)  # the clock loops with it
+    np.testing.assert_array_equal(clip.motion(600).joint_pos, f["joint_pos"].astype(np.float32))
 
 
 def test_gait_clock_recovers_frequency_and_phase_of_a_contact_pattern():
     t = np.arange(0, 4.0, DT)
     for freq, phase in ((1.7, 0.4), (2.5, -2.0)):
-        contacts = (np.cos(2 * np.pi * freq * t - phase) > 0).astype(float)  # square wave, 50% duty
-        est_freq, est_phase = P.gait_clock(contacts, DT)
+        contacts = (np.cos(2 * np.pi * freq * t - phase) > 0).astype(float)
+        est_freq, est_phase = gait_clock(contacts, DT)
         assert est_freq == pytest.approx(freq, abs=0.02)
         assert abs(np.angle(np.exp(1j * (est_phase - phase)))) < 0.1
-        assert P.gait_clock(contacts, DT, gait_hz=freq)[0] == freq  # a given frequency is kept
-    assert P.gait_clock(np.ones(100), DT) == (0.0, 0.0)
+    assert gait_clock(np.ones(100), DT) == (0.0, 0.0)
 
 
-def test_dataset_reader_pairs_state_k_with_target_k_plus_1(stepping_dataset, quadruped):
-    path, demos = stepping_dataset
-    dataset = P.load_dataset(path)
-    assert dataset.robot == "quadruped" and dataset.joint_names == quadruped.joint_names
-    assert dataset.dt == pytest.approx(DT) and len(dataset.demos) == 3
-    assert [d.name for d in dataset.demos] == ["demo_0", "demo_1", "demo_2"]
-    demo = dataset.demos[1]
-    assert demo.gait_hz == pytest.approx(2.0, abs=0.05)  # from the joint angles (no foot contacts in this file)
-    obs, joint_pos, targets = P.demo_samples(demo, dataset.dt)
-    assert obs.shape == (demo.num_frames - 1, 3 * quadruped.num_dofs + 12)
-    np.testing.assert_allclose(targets, demos[1]["actions"][1:], atol=1e-6)
-    np.testing.assert_allclose(joint_pos, demos[1]["joint_pos"][:-1], atol=1e-6)
-    np.testing.assert_allclose(obs[:, 2 * quadruped.num_dofs:3 * quadruped.num_dofs], demos[1]["actions"][:-1],
-                               atol=1e-6)
-    assert dataset.num_samples == sum(len(d["actions"]) - 1 for d in demos)
+def test_path_progress_is_arc_length_of_the_closest_point():
+    path = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
+    assert path_progress(path, np.array([0.5, 0.2])) == pytest.approx(0.5)
+    assert path_progress(path, np.array([1.3, 0.4])) == pytest.approx(1.4)
+    assert path_progress(path, np.array([-1.0, 0.0])) == 0.0
+
+
+# ----------------------------------------------------------------------------- observations
+def test_observation_has_only_measurable_terms_and_the_reference():
+    names = [n for n, _ in O.observation_layout(3)]
+    assert not {"root_pos", "root_lin_vel_body", "root_lin_vel"} & set(names)  # no base position or velocity
+    assert names[:6] == ["joint_pos", "joint_vel", "last_target", "gravity_body", "ang_vel_body", "heading_error"]
+    assert "ref_clock" in names and "ref_joint_pos_1" in names and "ref_joint_pos_4" in names
+    assert O.noise_scales(3).shape == (sum(s for _, s in O.observation_layout(3)),)
+
+
+def test_observation_is_invariant_to_where_the_robot_is_and_which_way_it_faces():
+    """Rotating and shifting robot and reference together changes nothing; pitch shows in gravity; heading error
+    is the yaw between reference and robot."""
+    motion = _turning_motion()
+    clip = ReferenceClip.from_motion(motion, DT)
+    yaw0 = 1.1
+    c, s = math.cos(yaw0), math.sin(yaw0)
+    turned = Motion(fps=motion.fps, joint_names=motion.joint_names, joint_pos=motion.joint_pos,
+                    root_pos=motion.root_pos @ np.array([[c, s, 0], [-s, c, 0], [0, 0, 1]]) + [3.0, -2.0, 0.0],
+                    root_quat=np.stack([np.zeros(151), np.zeros(151), np.sin((yaw0 + 0.5 * np.arange(151) * DT) / 2),
+                                        np.cos((yaw0 + 0.5 * np.arange(151) * DT) / 2)], -1),
+                    foot_names=motion.foot_names, foot_offsets=motion.foot_offsets, foot_contacts=motion.foot_contacts)
+    clip2 = ReferenceClip.from_motion(turned, DT)
+    rng = np.random.default_rng(0)
+    q, qd, last = (rng.normal(size=(4, 2)) for _ in range(3))
+    gyro = rng.normal(size=(4, 3))
+    frames = np.array([0, 10, 200, 400])
+    quat1 = clip.frames(401)["root_quat"][frames]
+    quat2 = clip2.frames(401)["root_quat"][frames]
+    a = O.build_observations(q, qd, last, quat1, gyro, clip, frames)
+    b = O.build_observations(q, qd, last, quat2, gyro, clip2, frames)
+    np.testing.assert_allclose(a, b, atol=1e-4)
+    sl = O.observation_slices(O.observation_layout(2))
+    np.testing.assert_allclose(a[:, sl["heading_error"]], [[0.0, 1.0]] * 4, atol=1e-6)  # on the reference heading
+    np.testing.assert_allclose(a[:, sl["ref_lin_vel_heading"]], [[0.6, 0.0, 0.0]] * 4, atol=5e-3)
+    np.testing.assert_allclose(a[:, sl["ref_yaw_rate"]], 0.5, atol=1e-3)
+    pitch = math.radians(30.0)
+    quat_pitch = np.array([[0.0, math.sin(pitch / 2), 0.0, math.cos(pitch / 2)]])
+    o = O.build_observations(q[:1], qd[:1], last[:1], quat_pitch, gyro[:1], clip, np.array([0]))
+    np.testing.assert_allclose(o[0, sl["gravity_body"]], [math.sin(pitch), 0.0, -math.cos(pitch)], atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- dataset
+def test_dataset_carries_each_demos_reference_through_the_export_reader(dataset, runs, dataset_path, tmp_path):
+    assert [d.reference_source for d in dataset.demos] == ["reference", "reference"]
+    ref = Motion.load(runs[1].file(REFERENCE))
+    np.testing.assert_allclose(dataset.demos[1].reference.joint_pos, ref.joint_pos, atol=1e-6)
+    assert dataset.demos[1].reference.foot_names == ref.foot_names
+    with h5py.File(dataset_path) as f:
+        assert f["data/demo_0/reference/joint_pos"].shape == (101, 28)
+        assert json.loads(f["data/demo_0/reference"].attrs["foot_names"]) == ref.foot_names
+    bare = tmp_path / "bare.hdf5"
+    bare.write_bytes(dataset_path.read_bytes())
+    with h5py.File(bare, "a") as f:
+        del f["data/demo_0/reference"]
+        del f["data/demo_1/reference"]
+        f["data/demo_1"].attrs["run"] = str(tmp_path / "gone")
+    old = load_dataset(bare)  # an older file: the run's reference.npz, else the tracked motion stands in
+    assert [d.reference_source for d in old.demos] == ["run", "tracked"]
 
 
 @pytest.mark.parametrize("breakage, field", [("no_env_args", "joint_names"), ("short_obs", "obs/root_quat"),
                                              ("missing_obs", "root_ang_vel")])
-def test_malformed_dataset_is_refused_naming_the_field(tmp_path, stepping_dataset, breakage, field):
-    path, _ = stepping_dataset
+def test_malformed_dataset_is_refused_naming_the_field(tmp_path, dataset_path, breakage, field):
     bad = tmp_path / "bad.hdf5"
-    bad.write_bytes(path.read_bytes())
+    bad.write_bytes(dataset_path.read_bytes())
     with h5py.File(bad, "a") as f:
         if breakage == "no_env_args":
             f["data"].attrs["env_args"] = json.dumps({"env_name": "akd"})
@@ -162,260 +187,267 @@ def test_malformed_dataset_is_refused_naming_the_field(tmp_path, stepping_datase
             del f["data/demo_0/obs/root_quat"]
             f["data/demo_0/obs/root_quat"] = np.zeros((5, 4))
         else:
-            del f["data/demo_2/obs/root_ang_vel"]
+            del f["data/demo_1/obs/root_ang_vel"]
     with pytest.raises(MotionError, match=field):
-        P.load_dataset(bad)
+        load_dataset(bad)
     with pytest.raises(ConfigError, match="akd export"):
-        P.load_dataset(tmp_path / "nope.hdf5")
+        load_dataset(tmp_path / "nope.hdf5")
 
 
-# ----------------------------------------------------------------------------- environment
-def test_env_matches_the_tracking_engine_on_the_same_targets(quadruped, gains):
-    """The policy's MuJoCo env steps exactly as the tracking engine executes tracked data (same model, contact,
-    interpolation)."""
-    from akd_core.physics.crosscheck import tracked_states
-    from akd_core.physics.engines.base import Feet
-    from akd_core.physics.engines.mujoco import MujocoEngine
-    from akd_core.physics.tracker import execute
-
-    kp, kd = gains
-    demo = mujoco_demo(quadruped, kp, kd, stepping_targets(quadruped, 1.0, 2.0, 0.6, 1.0))
-    tracked = TrackedMotion(dt=DT, joint_names=quadruped.joint_names, pd_targets=demo["actions"],
-                            joint_torques=np.zeros_like(demo["actions"]),
-                            **{k: demo[k] for k in P.OBS_KEYS}, kp=kp, kd=kd)
-    physics = P.default_physics(quadruped, DT)
-    params = default_physics(quadruped, kp=kp, kd=kd, armature=physics["armature"], contact_mu=physics["friction"])
-    steps = int(round(DT / physics["sim_dt"]))
-    engine = MujocoEngine(quadruped, params, physics["sim_dt"], steps, Feet((), np.zeros((0, 3))))
-    record, _ = execute(engine, tracked_states(tracked)[0], tracked.pd_targets.astype(np.float64))
-    states = BodyState.concat([tracked_states(tracked)[:1]] + record.states)
-    out = {"joint_pos": states.joint_pos, "root_pos": states.root_pos}
-    # TrackedMotion stores float32: the replay starts from the rounded state, so agreement is to ~1e-4, not bitwise
-    np.testing.assert_allclose(out["joint_pos"], demo["joint_pos"], atol=2e-3)
-    np.testing.assert_allclose(out["root_pos"], demo["root_pos"], atol=2e-3)
-    assert np.abs(demo["root_pos"][-1] - demo["root_pos"][0]).max() > 1e-3  # the motion did something
+def test_bc_pairs_state_k_with_target_k_plus_1_and_reference_frame_k(dataset):
+    demo = dataset.demos[0]
+    obs, targets = B.demo_samples(demo)
+    sl = O.observation_slices(O.observation_layout(28))
+    np.testing.assert_allclose(targets, demo.actions[1:], atol=1e-6)
+    np.testing.assert_allclose(obs[:, sl["last_target"]], demo.actions[:-1], atol=1e-6)
+    np.testing.assert_allclose(obs[:, sl["joint_pos"]], demo.joint_pos[:-1], atol=1e-6)
+    np.testing.assert_allclose(obs[:, sl["ref_joint_pos_1"]], demo.reference.joint_pos[1:], atol=1e-6)
 
 
-# ----------------------------------------------------------------------------- policy file
-def test_policy_file_round_trip_keeps_normalisation_and_outputs(tmp_path, stepping_dataset, quadruped):
-    path, _ = stepping_dataset
-    dataset = P.load_dataset(path)
-    policy, meta, metrics = P.train_bc(dataset, quadruped, epochs=1, progress=False)
-    obs, joint_pos, targets = P.training_arrays(dataset)
-    # normalisation = statistics of the training data (not left at identity)
-    np.testing.assert_allclose(policy.obs_mean.numpy(), obs.mean(0), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(policy.obs_std.numpy(), np.maximum(obs.std(0), P.DEFAULT_STD_FLOOR), rtol=1e-4)
-    np.testing.assert_allclose(policy.act_mean.numpy(), targets.mean(0), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(policy.act_std.numpy(), np.maximum(targets.std(0), P.DEFAULT_STD_FLOOR), rtol=1e-4)
-    assert policy.obs_std.min() >= P.DEFAULT_STD_FLOOR and (policy.obs_std > P.DEFAULT_STD_FLOOR).any()
-    assert metrics["num_samples"] == len(obs) and metrics["epochs"] == 1
-    file = P.save_policy(tmp_path / "p.pt", policy, meta)
-    loaded, loaded_meta = P.load_policy(file)
-    for name in ("obs_mean", "obs_std", "act_mean", "act_std"):
-        torch.testing.assert_close(getattr(loaded, name), getattr(policy, name))
-    with torch.no_grad():
-        torch.testing.assert_close(loaded(torch.as_tensor(obs), torch.as_tensor(joint_pos)),
-                                   policy(torch.as_tensor(obs), torch.as_tensor(joint_pos)))
-    assert loaded_meta.joint_names == quadruped.joint_names and loaded_meta.robot == "quadruped"
-    assert loaded_meta.dt == pytest.approx(DT) and loaded_meta.obs_layout == P.observation_layout(quadruped.num_dofs)
-    np.testing.assert_allclose(loaded_meta.kp, dataset.kp)
-    np.testing.assert_allclose(loaded_meta.physics["armature"], P.default_physics(quadruped, DT)["armature"])
-    assert len(loaded_meta.references) == 3 and loaded.action_mode == "absolute"
+# ----------------------------------------------------------------------------- the world
+def test_world_replays_a_tracked_run_exactly_as_tracking_simulated_it(runs, quadruped, dataset):
+    """The evaluation world is the tracking model: the run's PD targets from its first state give its states."""
+    tracked = TrackedMotion.load(runs[0].file(TRACKED))
+    physics = B.dataset_physics(dataset, quadruped)
+    world = E.SimWorld(quadruped, physics)
+    start, target0 = V.start_state(B.demo_starts(dataset.demos[0]), 0)
+    world.reset(start, target0)
+    states = [world.step(t) for t in tracked.pd_targets[1:].astype(np.float64)]
+    joint = np.array([s.joint_pos for s in states])
+    root = np.array([s.root_pos for s in states])
+    np.testing.assert_allclose(joint, tracked.joint_pos[1:], atol=1e-4)
+    np.testing.assert_allclose(root, tracked.root_pos[1:], atol=1e-4)
+    assert root[-1, 0] - root[0, 0] > 0.3  # it walked
 
 
-def test_policy_denormalises_absolute_and_residual_actions(quadruped, tmp_path):
-    j = quadruped.num_dofs
-    joint_pos = torch.randn(4, j)
-    for mode, expected in (("absolute", torch.full((4, j), 0.1)), ("residual", joint_pos + 0.1)):
-        policy = P.BCPolicy(3 * j + 12, j, hidden=(8,), action_mode=mode)
-        for p in policy.net.parameters():
-            torch.nn.init.zeros_(p)
-        torch.nn.init.constant_(policy.net[-1].bias, 0.5)  # normalised output 0.5 -> 0.5 * std + mean
-        policy.act_mean.fill_(-0.9)
-        policy.act_std.fill_(2.0)
-        torch.testing.assert_close(policy(torch.randn(4, 3 * j + 12), joint_pos), expected)
-        meta = P.PolicyMeta("quadruped", quadruped.joint_names, DT, np.ones(j), np.ones(j),
-                            P.observation_layout(j), (8,), [], {"armature": np.zeros(j), "sim_dt": 1e-3})
-        loaded, _ = P.load_policy(P.save_policy(tmp_path / f"{mode}.pt", policy, meta))
-        assert loaded.action_mode == mode
-    with pytest.raises(ConfigError, match="action mode"):
-        P.BCPolicy(10, 2, action_mode="delta")
+def test_latency_delays_the_whole_target_signal():
+    rng = np.random.default_rng(1)
+    before, current, target = rng.normal(size=(3, 4))
+    np.testing.assert_allclose(E.delayed_ramp(before, current, target, 10, DT, 0.0),
+                               substep_targets(np.stack([current, target]), 10), atol=1e-12)
+    delayed = E.delayed_ramp(before, current, target, 10, DT, 0.006)  # 3 substeps of 2 ms
+    signal = np.concatenate([substep_targets(np.stack([before, current, target]), 10), target[None]])
+    np.testing.assert_allclose(delayed, signal[10 - 3:20 - 3], atol=1e-12)
 
 
-def test_not_a_policy_file_is_refused(tmp_path):
-    bad = tmp_path / "x.pt"
-    torch.save({"weights": 1}, bad)
-    with pytest.raises(ConfigError, match="akd train-bc"):
-        P.load_policy(bad)
-    with pytest.raises(ConfigError, match="does not exist"):
-        P.load_policy(tmp_path / "missing.pt")
+def test_randomised_world_changes_friction_mass_and_takes_pushes(quadruped, dataset):
+    physics = B.dataset_physics(dataset, quadruped)
+    heavy = E.SimWorld(quadruped, physics, friction=0.7, mass_scale=1.1)
+    nominal = E.SimWorld(quadruped, physics)
+    root = heavy.model.body(quadruped.root_link).id
+    base_mass = quadruped.link(quadruped.root_link).inertial.mass
+    assert heavy.model.body_mass[root] - nominal.model.body_mass[root] == pytest.approx(0.1 * base_mass)
+    assert heavy.robot.total_mass == pytest.approx(quadruped.total_mass + 0.1 * base_mass)
+    assert np.allclose(heavy.model.geom_friction[:, 0], 0.7) and np.allclose(nominal.model.geom_friction[:, 0], 1.0)
+    start, target0 = V.start_state(B.demo_starts(dataset.demos[0]), 0)
+    heavy.reset(start, target0)
+    v0 = heavy.state().root_lin_vel
+    heavy.push(np.array([0.4, -0.3]))
+    np.testing.assert_allclose(heavy.state().root_lin_vel - v0, [0.4, -0.3, 0.0], atol=1e-9)
+    assert quadruped.link(quadruped.root_link).inertial.mass == base_mass  # the robot itself is not touched
 
 
-# ----------------------------------------------------------------------------- robot mismatch
-def test_policy_on_another_robot_is_refused(tmp_path, stepping_dataset, quadruped):
-    path, _ = stepping_dataset
-    policy, meta, _ = P.train_bc(P.load_dataset(path), quadruped, epochs=1, progress=False)
-    a1 = load_urdf(example_robot_urdf("a1"))
-    with pytest.raises(MotionError, match=r"28 joints in the policy vs 12 in robot 'a1'.*train-bc"):
-        P.evaluate_policy(policy, meta, a1, seconds=0.1, progress=False)
-    with pytest.raises(MotionError, match="different robot"):
-        P.check_robot_matches(list(reversed(quadruped.joint_names)), quadruped, "the policy")
-    # training on a dataset of another robot is refused too
-    with pytest.raises(MotionError, match="dataset"):
-        P.train_bc(P.load_dataset(path), a1, epochs=1, progress=False)
+def test_episode_draws_depend_only_on_seed_and_index():
+    rand = E.Randomisation()
+    a = E.draw_episode(rand, 7, 3, 4, 1000, DT)
+    assert a == E.draw_episode(rand, 7, 3, 4, 1000, DT)
+    assert a != E.draw_episode(rand, 7, 4, 4, 1000, DT)
+    assert a.push_frames == list(range(100, 1000, 100)) and len(a.push_dirs) == 9
+    assert 0.6 <= a.friction <= 1.2 and 0.9 <= a.mass_scale <= 1.1 and 0.0 <= a.latency_s <= 0.02
+    with pytest.raises(ConfigError, match="friction"):
+        E.Randomisation(friction=(1.2, 0.6)).check()
 
 
-def test_cli_refuses_mismatched_robot_with_clean_message(tmp_path, stepping_dataset, quadruped, capsys):
-    from akd_core.cli import main
+def test_episode_row_leaves_out_the_half_second_after_each_push():
+    clip = ReferenceClip.from_motion(_turning_motion(), DT)
+    ref = clip.frames(201)
+    traj = {"joint_pos": ref["joint_pos"].copy(), "root_pos": ref["root_pos"].copy()}
+    traj["joint_pos"][51:76] += 1.0  # off by 1 rad in the 0.5 s after a push at frame 50
+    traj["joint_pos"][150:] += 0.1
+    draw = E.EpisodeDraw(index=0, clip=0, friction=1.0, mass_scale=1.0, latency_s=0.0, push_frames=[50],
+                         push_dirs=[0.0])
+    row = V.episode_row(clip, draw, traj, 200, DT, fell=False)
+    assert row["joint_rmse_rad"] == pytest.approx(0.1 * math.sqrt(51 / 175), rel=1e-6)
+    assert row["distance_ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert row["mean_speed_mps"] == pytest.approx(0.6, rel=1e-4)
+    traj["root_pos"] = traj["root_pos"][:101]  # fell half way
+    traj["joint_pos"] = traj["joint_pos"][:101]
+    row = V.episode_row(clip, draw, traj, 200, DT, fell=True)
+    assert row["distance_ratio"] == pytest.approx(0.5, abs=1e-3) and row["upright_s"] == pytest.approx(2.0)
+    summary = V.aggregate([row, {**row, "fell": False}])
+    assert summary["falls"] == 1 and summary["distance_ratio"] == pytest.approx(0.5, abs=1e-3)
 
-    path, _ = stepping_dataset
-    out = tmp_path / "p.pt"
-    assert main(["train-bc", str(path), "--robot", "quadruped", "-o", str(out), "--epochs", "1"]) == 0
-    assert out.is_file()
-    code = main(["eval-policy", str(out), "--robot", str(example_robot_urdf("a1")), "--seconds", "0.2"])
-    err = capsys.readouterr().err
-    assert code != 0 and "different robot" in err and "Traceback" not in err
 
-
-# ----------------------------------------------------------------------------- closed loop (fast)
-def test_cloned_stepping_policy_reproduces_demo_in_closed_loop(tmp_path, stepping_dataset, quadruped):
-    """Trained for a few seconds on 3 MuJoCo demos, the policy re-enacts one of them closed-loop: upright for the
-    whole clip, joints within a few degrees of the demo, and the metrics file/JSON are consistent."""
-    path, demos = stepping_dataset
-    policy, meta, metrics = P.train_bc(P.load_dataset(path), quadruped, epochs=60, obs_noise=0.05, progress=False)
-    assert metrics["target_rmse_rad"] < 0.05
-    result, traj = P.evaluate_policy(policy, meta, quadruped, seconds=3.0, demo=1, progress=False)
-    assert not result["fell"] and result["upright_seconds"] == pytest.approx(3.0)
-    assert result["reference_demo"] == "demo_1" and result["joint_rmse_seconds"] == pytest.approx(3.0)
-    assert result["joint_rmse_rad"] < 0.05
-    assert traj["joint_pos"].shape == (151, quadruped.num_dofs)
-    # an untrained policy (zero residuals around act_mean) is measurably worse: the metric can fail
-    untrained = P.BCPolicy(policy.obs_mean.numel(), quadruped.num_dofs)
+# ----------------------------------------------------------------------------- BC and the policy file
+def test_bc_policy_walks_the_demo_closed_loop_and_the_metric_can_fail(trained, quadruped):
+    policy, meta, metrics = trained
+    assert metrics["target_rmse_rad"] < 0.03
+    cfg = V.EvalConfig(seconds=3.0, episodes=2, randomisation=CALM)
+    physics = E.WorldPhysics.from_dict(meta.physics)
+    report, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.PolicyController(policy, 0.0), cfg,
+                           progress=False)
+    assert report["falls"] == 0 and report["joint_rmse_rad"] < 0.08
+    assert 0.8 < report["distance_ratio"] < 1.2
+    untrained = TrackingPolicy(policy.obs_mean.numel(), quadruped.num_dofs)
     untrained.load_state_dict(policy.state_dict())
     for p in untrained.net.parameters():
         torch.nn.init.zeros_(p)
-    worse, _ = P.evaluate_policy(untrained, meta, quadruped, seconds=3.0, demo=1, progress=False)
-    assert worse["fell"] or worse["joint_rmse_rad"] > 2 * result["joint_rmse_rad"]
+    worse, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.PolicyController(untrained, 0.0), cfg,
+                          progress=False)
+    assert worse["falls"] > 0 or worse["joint_rmse_rad"] > 1.5 * report["joint_rmse_rad"]
 
 
-def test_rollout_metrics_distance_along_start_heading():
-    n = 51
-    yaw = math.radians(90.0)
-    quat = np.tile([0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)], (n, 1))
-    root = np.zeros((n, 3))
-    root[:, 1] = np.linspace(0.0, 0.5, n)  # 0.5 m along +y = forward for a robot facing +y
-    traj = {"root_pos": root, "root_quat": quat, "joint_pos": np.zeros((n, 2))}
-    ref = {"speed_mps": 1.0, "joint_pos": np.full((20, 2), 0.1), "name": "demo_0", "gait_hz": 2.0}
-    m = P.rollout_metrics(traj, ref, DT, 1.0, False, 1.0, 1.0)
-    assert m["distance_m"] == pytest.approx(0.5) and m["forward_speed_mps"] == pytest.approx(0.5)
-    assert m["distance_ratio"] == pytest.approx(0.5) and m["joint_rmse_rad"] == pytest.approx(0.1)
-    assert m["joint_rmse_seconds"] == pytest.approx(19 * DT)
+def test_policy_file_round_trip_and_refusals(trained, quadruped, tmp_path, dataset):
+    policy, meta, _ = trained
+    obs, _ = B.training_arrays(dataset)
+    loaded, loaded_meta = load_policy(save_policy(tmp_path / "p.pt", policy, meta))
+    np.testing.assert_array_equal(loaded.act(obs), policy.act(obs))
+    assert loaded_meta.joint_names == quadruped.joint_names and loaded_meta.method == "bc"
+    assert [c.name for c in loaded_meta.clips] == ["demo_0", "demo_1"]
+    np.testing.assert_allclose(loaded_meta.clips[0].joint_pos, meta.clips[0].joint_pos, atol=1e-6)
+    a1 = load_urdf(example_robot_urdf("a1"))
+    with pytest.raises(MotionError, match=r"28 joints in the policy vs 12 in robot 'a1'.*train-policy"):
+        check_robot_matches(meta.joint_names, a1, "the policy")
+    with pytest.raises(MotionError, match="dataset"):
+        B.train_bc(dataset, a1, progress=False)
+    torch.save({"weights": 1}, tmp_path / "x.pt")
+    with pytest.raises(ConfigError, match="akd train-policy"):
+        load_policy(tmp_path / "x.pt")
 
 
-def test_train_cli_options_are_checked(tmp_path, stepping_dataset):
-    path, _ = stepping_dataset
-    parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
-    args = parser.parse_args([str(path), "--robot", "quadruped", "-o", str(tmp_path / "p.pt"), "--hidden", "a,b"])
-    with pytest.raises(ConfigError, match="--hidden"):
-        run_train(args)
-    args = parser.parse_args([str(path), "--robot", "quadruped", "-o", str(tmp_path / "p.pt"), "--epochs", "0"])
-    with pytest.raises(AKDError, match="--epochs"):
-        run_train(args)
-    assert not (tmp_path / "p.pt").exists()
+# ----------------------------------------------------------------------------- ONNX
+@pytest.mark.parametrize("mode", ["reference", "absolute"])
+def test_onnxruntime_gives_the_torch_policys_targets_to_1e5(dataset, quadruped, tmp_path, mode):
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnx onnxruntime)")
+    policy, meta, _ = B.train_bc(dataset, quadruped, B.BCConfig(action_mode=mode, fit=FitConfig(epochs=3)),
+                                 progress=False)
+    exported = OnnxPolicy(export_onnx(policy, meta, tmp_path / "p.onnx"))
+    obs, _ = B.training_arrays(dataset)
+    obs = np.concatenate([obs, obs + np.random.default_rng(0).normal(size=obs.shape).astype(np.float32)])
+    np.testing.assert_allclose(exported.act(obs), policy.act(obs), atol=1e-5, rtol=0)
+    m = exported.meta
+    assert m["joint_names"] == quadruped.joint_names and m["control_hz"] == pytest.approx(50.0)
+    assert m["observation_layout"] == [[n, s] for n, s in O.observation_layout(28)] and m["action_mode"] == mode
+    np.testing.assert_allclose(m["kp"], meta.kp) and np.testing.assert_allclose(m["kd"], meta.kd)
+    np.testing.assert_allclose(m["default_pose"], meta.starts[0]["actions"][0], atol=1e-6)
+    np.testing.assert_allclose(exported.limits["upper"], quadruped.upper)
+    np.testing.assert_allclose(exported.clips[1].joint_pos, meta.clips[1].joint_pos, atol=1e-6)
+    assert "absolute PD targets" in m["action"]
 
 
-# ----------------------------------------------------------------------------- real pipeline (slow)
-TROT_LEGS = (("front_left", 0.0), ("hind_right", 0.0), ("front_right", np.pi), ("hind_left", np.pi))
+# ----------------------------------------------------------------------------- the MPC expert
+def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
+    physics = B.dataset_physics(dataset, quadruped)
+    world = E.SimWorld(quadruped, physics)
+    start, target0 = V.start_state(B.demo_starts(dataset.demos[0]), 0)
+    state = world.reset(start, target0)
+    clip = dataset.demos[0].reference
+    expert = MPCExpert(world, clip, 60, ExpertConfig(samples=8, replan_frames=2))
+    for k in range(25):
+        target = expert.act(k, world.engine_state(), world.last_target)
+        state = world.step(target)
+    assert expert.plans == 13  # every second frame, the plan's next target used in between
+    assert all(f > 24 for f in expert.knots) and expert.knots  # knots kept past the present warm-start the next plan
+    ref = clip.frames(26)
+    assert not world.fallen(state)
+    assert np.abs(state.joint_pos - ref["joint_pos"][25]).mean() < 0.05
+    # a target it did not plan (a policy drove) makes it re-plan from the state it is given
+    expert.act(25, world.engine_state(), world.last_target + 0.01)
+    assert expert.plans == 14 and expert.plan_frame == 25
+    # re-anchoring: a base 0.3 m to the side of the reference moves the reference by the excess over the radius
+    moved = BodyState(start.root_pos + [0.0, 0.3, 0.0], start.root_quat, start.joint_pos, start.root_lin_vel,
+                      start.root_ang_vel, start.joint_vel)
+    world.reset(moved, target0)
+    anchored = MPCExpert(world, clip, 10, ExpertConfig(samples=4, anchor_radius_m=0.05))
+    anchored.act(0, world.engine_state(), world.last_target)
+    np.testing.assert_allclose(anchored.shift, [0.0, 0.25], atol=1e-3)
+    np.testing.assert_allclose(anchored.setup.ref.root_pos[:, 1] - anchored.base_ref.root_pos[:, 1], 0.25, atol=1e-3)
+    np.testing.assert_allclose(anchored.setup.ref.link_pos[..., 2], anchored.base_ref.link_pos[..., 2])
 
 
-def forward_trot(robot, speed: float, phase: float = 0.0, freq: float = 2.0, duration: float = 4.0, fps: float = 50.0,
-                 lift: float = 0.8):
-    """A procedural trot reference of the built-in quadruped: diagonal pairs swing the hips (stride for ``speed``
-    m/s with 0.45 m legs) and flex knee + ankle in swing; the root moves forward at ``speed``."""
-    from akd_core.motion.clip import Motion
-
-    n = int(round(duration * fps)) + 1
-    t = np.arange(n) / fps
-    amp = float(np.arcsin(min(speed / (4.0 * freq * 0.45), 0.5)))
-    q = np.tile(robot.default_joint_pos(), (n, 1))
-    contacts = np.zeros((n, len(TROT_LEGS)), bool)
-    for k, (leg, offset) in enumerate(TROT_LEGS):
-        theta = 2 * np.pi * freq * t + phase + offset
-        swing = np.maximum(0.0, -np.cos(theta))
-        flex = -1.0 if leg.startswith("front") else 1.0
-        q[:, robot.joint_names.index(f"{leg}_hip_y")] = amp * np.sin(theta)
-        q[:, robot.joint_names.index(f"{leg}_knee")] = flex * lift * swing
-        q[:, robot.joint_names.index(f"{leg}_ankle")] = -0.5 * flex * lift * swing
-        contacts[:, k] = np.cos(theta) > 0
-    root = np.zeros((n, 3))
-    root[:, 0] = speed * t
-    root[:, 2] = standing_height("quadruped")
-    return Motion(fps=fps, joint_names=robot.joint_names, joint_pos=q, root_pos=root,
-                  root_quat=np.tile([0.0, 0.0, 0.0, 1.0], (n, 1)), foot_names=[f"{leg}_foot" for leg, _ in TROT_LEGS],
-                  foot_offsets=np.zeros((len(TROT_LEGS), 3)), foot_contacts=contacts, prompt=f"trot {speed} m/s")
+# ----------------------------------------------------------------------------- evaluation
+def test_eval_report_schema_same_draws_for_every_controller_and_resume(trained, quadruped, tmp_path):
+    policy, meta, _ = trained
+    physics = E.WorldPhysics.from_dict(meta.physics)
+    cfg = V.EvalConfig(seconds=2.5, episodes=2, seed=3)
+    ckpt = tmp_path / "eval.ckpt"
+    report, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.PolicyController(policy, 1.0), cfg,
+                           checkpoint=ckpt, progress=False)
+    for key in ("episodes", "falls", "joint_rmse_rad", "distance_ratio", "mean_speed_mps", "per_episode"):
+        assert key in report
+    assert report["episodes"] == 2 and len(report["per_episode"]) == 2
+    assert [r["pushes"] for r in report["per_episode"]] == [1 if not r["fell"] or r["upright_s"] > 2.0 else 0
+                                                            for r in report["per_episode"]]
+    again, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.PolicyController(policy, 1.0), cfg,
+                          checkpoint=ckpt, progress=False)  # resumed: both episodes come from the checkpoint
+    assert again["per_episode"] == report["per_episode"] and again["wall_seconds"] < report["wall_seconds"]
+    draws = [(r["clip"], r["friction"], r["mass_scale"], r["latency_s"]) for r in report["per_episode"]]
+    expert, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.ExpertController(ExpertConfig(samples=4)),
+                           V.EvalConfig(seconds=0.1, episodes=2, seed=3), progress=False)
+    assert draws == [(r["clip"], r["friction"], r["mass_scale"], r["latency_s"]) for r in expert["per_episode"]]
+    assert expert["controller"] == "mpc" and expert["clips"] == ["demo_0", "demo_1"]
 
 
-def tracked_trot_runs(root, robot, clips, iterations: int = 0) -> list:
-    """Run directories (robot.urdf, reference.npz, tracked.npz from the real Newton tracking stage) of trot clips
-    ``clips`` = [(speed, phase), ...]."""
-    from akd_core.io.rundir import REFERENCE, ROBOT_URDF, RunDir
-    from akd_core.physics.tracker import stage_track
-
-    runs = []
-    for speed, phase in clips:
-        run = RunDir(root / f"trot_{speed:.2f}_{phase:.2f}", create=True)
-        if not run.stage_done("track"):
-            robot.to_urdf(run.file(ROBOT_URDF))
-            forward_trot(robot, speed, phase).save(run.file(REFERENCE))
-            # iterations=0: the feedforward replay on Newton (cheap); these tests need tracked data, not its quality
-            stage_track(run, method="adam", iterations=iterations, device="cpu", progress=False)
-        runs.append(run)
-    return runs
-
-
-def write_hdf5_from_runs(path, runs) -> None:
-    """robomimic layout from tracked runs: obs = simulated states, actions = PD targets, foot contacts of the
-    reference (same rate)."""
-    from akd_core.motion.clip import Motion
-
-    tracked = [TrackedMotion.load(r.file("tracked.npz")) for r in runs]
-    first = tracked[0]
-    env_args = {"env_name": "akd", "type": 2, "robot": "quadruped", "fps": 1.0 / first.dt,
-                "joint_names": first.joint_names, "kp": first.kp.tolist(), "kd": first.kd.tolist()}
-    with h5py.File(path, "w") as f:
-        data = f.create_group("data")
-        data.attrs["env_args"] = json.dumps(env_args)
-        for i, (run, tm) in enumerate(zip(runs, tracked)):
-            group = data.create_group(f"demo_{i}")
-            group.create_dataset("actions", data=tm.pd_targets)
-            for key in P.OBS_KEYS:
-                group.create_dataset(f"obs/{key}", data=getattr(tm, key))
-            contacts = Motion.load(run.file("reference.npz")).foot_contacts
-            group.create_dataset("obs/foot_contacts", data=contacts[:tm.num_steps])
+def test_cli_train_bc_alias_eval_and_export(dataset_path, tmp_path, capsys):
+    out = tmp_path / "p.pt"
+    assert main(["train-bc", str(dataset_path), "--robot", "quadruped", "-o", str(out), "--epochs", "2"]) == 0
+    assert load_policy(out)[1].method == "bc"
+    report = tmp_path / "r.json"
+    code = main(["eval-policy", str(out), "--robot", "quadruped", "--seconds", "0.4", "--episodes", "2", "--json",
+                 str(report)])
+    data = json.loads(report.read_text())
+    assert code in (0, 1) and data["episodes"] == 2 and data["seconds"] == 0.4 and data["controller"] == "bc"
+    assert data["randomisation"]["friction"] == [0.6, 1.2] and not (tmp_path / "r.json.ckpt").exists()
+    assert main(["export-policy", str(out), "-o", str(tmp_path / "p.onnx")]) == 0
+    code = main(["eval-policy", str(out), "--robot", str(example_robot_urdf("a1")), "--seconds", "0.2"])
+    err = capsys.readouterr().err
+    assert code != 0 and "different robot" in err and "Traceback" not in err
+    assert main(["train-policy", str(dataset_path), "--robot", "quadruped", "-o", str(out), "--hidden", "a"]) == 2
 
 
-@pytest.mark.slow
-def test_bc_policy_trained_on_tracked_trots_walks_10s_in_mujoco(tmp_path_factory, quadruped):
-    """Done criterion of issue 9: trot clips at several speeds and phases, tracked in Newton, exported to HDF5; BC
-    trains in minutes on CPU; closed-loop in MuJoCo the policy stays upright 10 s and covers >= 60 % of the
-    reference's distance."""
-    import time
+# ----------------------------------------------------------------------------- DAgger
+def _expert_report(path, **changes):
+    report = {"controller": "mpc", "robot": "quadruped", "clips": ["demo_0", "demo_1"], "episodes": 10, "falls": 0,
+              "joint_rmse_rad": 0.05, "distance_ratio": 1.0, **changes}
+    path.write_text(json.dumps(report))
+    return path
 
-    root = tmp_path_factory.mktemp("bc_trots")
-    runs = tracked_trot_runs(root, quadruped, [(0.6, 0.0), (0.8, 0.0), (0.8, 1.5), (1.0, 0.0)])
-    dataset_path = root / "trots.hdf5"
-    write_hdf5_from_runs(dataset_path, runs)
-    dataset = P.load_dataset(dataset_path)
-    assert all(d.gait_hz == pytest.approx(2.0, abs=0.1) for d in dataset.demos)
-    start = time.perf_counter()
-    policy, meta, metrics = P.train_bc(dataset, quadruped, progress=False)
-    assert time.perf_counter() - start < 300
-    policy_path = P.save_policy(root / "trot.pt", policy, meta)
-    policy, meta = P.load_policy(policy_path)
-    for demo in range(len(meta.references)):
-        result, _ = P.evaluate_policy(policy, meta, quadruped, seconds=10.0, demo=demo, progress=False)
-        print(f"demo {demo}: {json.dumps(result)}")
-        assert not result["fell"] and result["upright_seconds"] == pytest.approx(10.0)
-        assert result["reference_speed_mps"] > 0.05  # the data really walk forward
-        assert result["distance_ratio"] >= 0.6
+
+def test_dagger_labels_the_states_the_policy_visits_and_resumes(dataset, quadruped, tmp_path):
+    cfg = DaggerConfig(iterations=1, episodes=2, episode_s=0.2, label_every=2, beta0=0.0,
+                       bc=B.BCConfig(fit=FitConfig(epochs=3)), fit=FitConfig(epochs=2),
+                       expert=ExpertConfig(samples=4))
+    ckpt = tmp_path / "d.ckpt"
+    report = _expert_report(tmp_path / "mpc.json")
+    policy, meta, metrics = train_dagger(dataset, quadruped, cfg, checkpoint=ckpt, expert_report=report,
+                                         progress=False)
+    assert metrics["labels"] == 2 * 5 and metrics["history"][0]["total_labels"] == 10  # every second of 10 frames
+    assert metrics["num_samples"] == dataset.num_samples + 10 and meta.method == "dagger"
+    assert metrics["expert_gate"]["controller"] == "mpc"
+    state = torch.load(ckpt, weights_only=False)
+    assert state["iteration"] == 2 and state["label_obs"][0].shape == (5, 5 * 28 + 17)
+    again, _, metrics2 = train_dagger(dataset, quadruped, cfg, checkpoint=ckpt, expert_report=report,
+                                      progress=False)  # everything was done: the checkpoint gives it back
+    assert metrics2["labels"] == 10 and metrics2["history"] == metrics["history"]
+    obs, _ = B.training_arrays(dataset)
+    np.testing.assert_array_equal(again.act(obs), policy.act(obs))
+
+
+def test_expert_gate_refuses_an_expert_that_fails_or_a_foreign_report(dataset, quadruped, tmp_path):
+    clips = [d.reference for d in dataset.demos]
+    starts = [B.demo_starts(d) for d in dataset.demos]
+    physics = B.dataset_physics(dataset, quadruped)
+    path = _expert_report(tmp_path / "mpc.json", falls=3)
+    with pytest.raises(ExpertGateError, match="3 falls in 10"):
+        expert_gate(quadruped, physics, clips, starts, DaggerConfig(), path)
+    _expert_report(path, falls=1)
+    assert expert_gate(quadruped, physics, clips, starts, DaggerConfig(), path)["falls"] == 1
+    _expert_report(path, controller="bc")
+    with pytest.raises(ConfigError, match="not an MPC-expert evaluation"):
+        expert_gate(quadruped, physics, clips, starts, DaggerConfig(), path)
+
+
+def test_body_state_helper_round_trip(dataset):
+    state, target = V.start_state(B.demo_starts(dataset.demos[0]), 3)
+    assert isinstance(state, BodyState) and target.shape == (28,)
+    np.testing.assert_allclose(state.joint_pos, dataset.demos[0].joint_pos[3], atol=1e-6)

@@ -228,3 +228,22 @@ def test_cli_output_piped_into_a_reader_that_stops_early_is_not_an_error():
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, stderr
     assert head.startswith(b"{") and "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_capsules_read_from_a_urdf_and_written_as_standard_shapes(tmp_path):
+    """<capsule> is a URDF extension yourdfpy and urdfdom reject: AKD reads it, and writes the same solid as a
+    cylinder and two spheres, which every URDF reader knows."""
+    body = (f'<link name="a">{INERTIAL.format(m=1)}<collision><origin xyz="0 0 0.1" rpy="0 0 0"/><geometry>'
+            '<capsule radius="0.05" length="0.2"/></geometry></collision></link>'
+            f'<link name="b">{INERTIAL.format(m=1)}</link><joint name="j" type="revolute"><parent link="a"/>'
+            '<child link="b"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="5" velocity="3"/></joint>')
+    robot = load_urdf(_urdf(tmp_path, body))
+    (cap,) = robot.link("a").collisions
+    assert cap.kind == "capsule" and np.allclose(cap.size, [0.05, 0.2]) and np.allclose(cap.origin[:3, 3], [0, 0, 0.1])
+    written = tmp_path / "out.urdf"
+    robot.to_urdf(written)
+    assert "<capsule" not in written.read_text()
+    parts = load_urdf(written).link("a").collisions
+    assert sorted(g.kind for g in parts) == ["cylinder", "sphere", "sphere"]
+    ends = sorted(float(g.origin[2, 3]) for g in parts if g.kind == "sphere")
+    assert ends == pytest.approx([0.0, 0.2])

@@ -48,11 +48,17 @@ COMMANDS: list[tuple[str, str, str, str, str]] = [
      "add_arguments", "run"),
     ("prior", "akd_core.cli.prior",
      "video priors: check a CogVideoX folder, write a tiny one, make training data, train", "add_arguments", "run"),
-    ("train-bc", "akd_core.cli.policy", "behaviour cloning on an exported HDF5 dataset",
-     "add_train_arguments", "run_train"),
-    ("eval-policy", "akd_core.cli.policy", "closed-loop evaluation of a BC policy in MuJoCo",
-     "add_eval_arguments", "run_eval"),
-    ("ros", "akd_ros.cli", "ROS 2: replay a run as live topics", "add_arguments", "cli"),
+    ("train-policy", "akd_core.cli.train_policy",
+     "train a tracking policy on an exported HDF5 dataset: BC, or DAgger with the MPC expert", "add_arguments", "run"),
+    ("train-bc", "akd_core.cli.train_policy", "behaviour cloning (= `akd train-policy --method bc`)",
+     "add_bc_arguments", "run"),
+    ("eval-policy", "akd_core.cli.eval_policy",
+     "closed-loop evaluation with pushes, friction and mass changes (a policy, or the MPC expert)",
+     "add_arguments", "run"),
+    ("export-policy", "akd_core.cli.export_policy", "a policy as ONNX with its deployment metadata",
+     "add_arguments", "run"),
+    ("ros", "akd_ros.cli", "ROS 2: replay a run as live topics; MuJoCo simulator node; policy node",
+     "add_arguments", "cli"),
 ]
 
 

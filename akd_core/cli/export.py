@@ -23,8 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default RUN/export/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing -o dataset instead of appending")
     parser.add_argument("--source", choices=("auto", "tracked", "reference"), default="auto",
-                        help="clip of amp / isaaclab-amp / rosbag2 exports (default: tracked if present)")
-    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap", help="AMP .txt LoopMode")
+                        help="clip of the per-run exports (amp, rosbag2, motion files; default: tracked if present)")
+    parser.add_argument("--loop-mode", choices=("Wrap", "Clamp"), default="Wrap",
+                        help="AMP .txt LoopMode and MimicKit loop_mode")
+    parser.add_argument("--target-model", type=Path, default=None, metavar="FILE",
+                        help="motion files: the robot model the trainer loads (MJCF .xml; the URDF for beyondmimic), "
+                             "whose body and joint order they follow (default: the run's own robot)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="several runs: where to write the JSON summary of included/excluded runs "
                              "(default: <-o PATH>.summary.json)")
@@ -35,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
 
     gates = gates_from_args(args)
     options: dict[str, Any] = {"source": args.source, "loop_mode": args.loop_mode}
+    if args.target_model is not None:
+        options["target_model"] = args.target_model
     if args.overwrite:
         options["append"] = False
     if len(args.runs) == 1:

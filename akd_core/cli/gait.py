@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from akd_core.cli.options import add_robot_options
-from akd_core.io.rundir import PREVIEW, REFERENCE, ROBOT_URDF, RunDir
-from akd_core.model.load import load_robot
+from akd_core.io.rundir import PREVIEW, REFERENCE, RunDir
+from akd_core.model.load import load_run_robot
 from akd_core.motion.clip import Motion
 from akd_core.motion.feasibility import describe
 from akd_core.motion.stage import stage_gait
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = stage_gait(run, args.robot, args.prompt, duration=args.duration, fps=args.fps, seed=args.seed,
                          feet=feet, package_paths=args.package_path)
     if not args.no_preview:
-        robot = load_robot(run.file(ROBOT_URDF))
+        robot = load_run_robot(run)
         render_preview(robot, [Motion.load(run.file(REFERENCE), robot)], ["reference"], run.file(PREVIEW))
     stage = run.stage("gait")
     spec = stage.get("config", {}).get("spec", {})

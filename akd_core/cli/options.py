@@ -11,7 +11,8 @@ from pathlib import Path
 
 def add_robot_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("--robot", required=required,
-                        help="built-in robot name (`akd robots list`) or a path to a URDF")
+                        help="built-in robot name (`akd robots list`), a path to a URDF or MuJoCo MJCF (.xml, a "
+                             "scene.xml too), or menagerie:NAME (a MuJoCo Menagerie model under $MENAGERIE_ROOT)")
     add_package_path(parser)
 
 

@@ -22,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(func=run_emit)
     p = actions.add_parser("info", help="joints, limits, links, mass and feet of a robot")
-    p.add_argument("robot", help="built-in name or URDF path")
+    p.add_argument("robot", help="built-in name, URDF or MJCF (.xml) path, or menagerie:NAME")
     add_package_path(p)
+    p.add_argument("--feet", default=None, help="foot link names, comma-separated, instead of automatic detection")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_info)
 
@@ -54,7 +55,8 @@ def run_info(args: argparse.Namespace) -> int:
     from akd_core.model.legs import robot_info  # leg detection loads torch: late, so `akd robots list` stays quick
 
     robot = load_robot(args.robot, args.package_path)
-    info = robot_info(robot)
+    feet = [f.strip() for f in args.feet.split(",") if f.strip()] if args.feet else None
+    info = robot_info(robot, feet=feet)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -62,6 +64,8 @@ def run_info(args: argparse.Namespace) -> int:
           f"{info['total_mass_kg']:.3f} kg, root '{info['root_link']}'")
     if info["urdf"]:
         print(f"  URDF: {info['urdf']}")
+    if info["mjcf"]:
+        print(f"  MJCF: {info['mjcf']} (read through MuJoCo's compiler; velocity limits: AKD's defaults)")
     print(f"  {'joint':32s} {'type':10s} {'lower':>9s} {'upper':>9s} {'vel':>7s} {'effort':>8s}")
     for j in info["joints"]:
         if j["type"] == "fixed":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from akd_core.cli.options import add_robot_options
 from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
+from akd_core.sds.distill import INITS, PARAMETRISATIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video-model", default=None, help="sds source: local diffusers CogVideoX folder (default: "
                                                             "$AKD_VIDEO_MODEL, else the shipped models/akd-gaits-tiny)")
     parser.add_argument("--distill-iterations", type=int, default=None)
-    parser.add_argument("--param", choices=("frames", "phase"), default=None,
+    parser.add_argument("--param", choices=PARAMETRISATIONS, default=None,
                         help="sds source: what SDS optimises (akd distill --param; phase: the legs' phases of a "
-                             "gait-library stride, continued to --duration)")
+                             "gait-library stride, continued to --duration). Default: the model folder's akd.json "
+                             "(the shipped prior: phase), else frames")
+    parser.add_argument("--init", choices=INITS, default=None,
+                        help="sds source: the clip SDS starts from (akd distill --init; default constant: a neutral "
+                             "start that holds no gait, so the gait comes from the prior)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, device=args.device, exports=exports, force=args.force, prior=args.prior,
-        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param)
+        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param,
+        distill_init=args.init)
     run_pipeline(cfg)
     return 0

@@ -7,12 +7,17 @@ Formats (docs/formats.md describes every field):
 - ``amp``           one legged_gym AMP ``.txt`` per run (tracked states, else the reference clip)
 - ``isaaclab-amp``  one Isaac Lab AMP ``.npz`` per run (tracked states, else the reference clip)
 - ``rosbag2``       one MCAP rosbag2 folder per run
+- motion files for RL-tracking trainers, one per run (:mod:`.motion_files`; tracked states, else the reference):
+  ``mjlab``, ``beyondmimic`` (npz), ``gmr``, ``mimickit`` (pickle), ``protomotions`` (``.motion``),
+  ``locomujoco`` (Trajectory npz), ``amp-rsl-rl`` (``.npy``); ``target_model`` names the trainer's robot model
+  (MJCF; a URDF for beyondmimic) whose body and joint order they follow
 - ``all``           every format above
 
 Default outputs live in the run: ``RUN/export/dataset.hdf5``, ``RUN/export/lerobot/``, ``RUN/export/<run>.txt``,
-``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``; they are rebuilt on every export. With ``-o PATH`` a dataset
-format appends the runs to an existing dataset (``--overwrite`` starts it afresh); a per-run format writes
-``PATH`` itself for one run (a file, or the bag folder) or ``PATH/<run name>.<ext>`` for several.
+``RUN/export/<run>.npz``, ``RUN/export/rosbag2/``, ``RUN/export/<run>.<format>.<ext>`` (motion files); they are
+rebuilt on every export. With ``-o PATH`` a dataset format appends the runs to an existing dataset (``--overwrite``
+starts it afresh); a per-run format writes ``PATH`` itself for one run (a file, or the bag folder) or
+``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
 
 `akd export` applies the quality gates (:mod:`akd_core.export.quality`): of several runs it exports those that pass and
@@ -33,6 +38,7 @@ from akd_core.export.amp import read_amp_txt, read_isaaclab_amp, write_amp_txt, 
 from akd_core.export.common import (
     DATASET_FORMATS,
     FORMATS,
+    MOTION_FORMATS,
     PER_RUN_FORMATS,
     Episode,
     check_episode_limits,
@@ -40,6 +46,8 @@ from akd_core.export.common import (
 )
 from akd_core.export.hdf5 import read_hdf5, write_hdf5
 from akd_core.export.lerobot import read_lerobot, write_lerobot
+from akd_core.export.motion_files import SUFFIX as MOTION_SUFFIX
+from akd_core.export.motion_files import read_motion_file, write_motion_file
 from akd_core.export.quality import GATE_OPTIONS, QualityGates, assess_run, clip_of
 from akd_core.export.rosbag import read_rosbag, write_rosbag
 from akd_core.io.errors import ConfigError, QualityGateError
@@ -51,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EXPORT_DIR = "export"
-_SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": ""}
+_SUFFIX = {"amp": ".txt", "isaaclab-amp": ".npz", "rosbag2": "", **MOTION_SUFFIX}
 
 
 def parse_formats(spec: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -76,6 +84,8 @@ def default_output(run_dir: Path, fmt: str) -> Path:
     """Where a run's own export of ``fmt`` goes when no -o is given."""
     folder = Path(run_dir) / EXPORT_DIR
     named = {"hdf5": "dataset.hdf5", "lerobot": "lerobot", "rosbag2": "rosbag2"}
+    if fmt in MOTION_FORMATS:  # several of them share a suffix: <run>.<format>.<ext>
+        return folder / f"{Path(run_dir).resolve().name}.{fmt}{_SUFFIX[fmt]}"
     return folder / named[fmt] if fmt in named else folder / f"{Path(run_dir).resolve().name}{_SUFFIX[fmt]}"
 
 
@@ -99,7 +109,7 @@ def _per_run_path(fmt: str, run_dir: Path, target: Path | None, single: bool) ->
 
 def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = None, *, append: bool | None = None,
                 allow_out_of_limits: bool = False, source: str = "auto", loop_mode: str = "Wrap",
-                start_ns: int | None = None, progress: bool = True,
+                target_model: str | Path | None = None, start_ns: int | None = None, progress: bool = True,
                 episodes: dict[tuple[Path, str], Episode] | None = None, several: bool = False) -> list[Path]:
     """Export runs in one format (or several: "hdf5,amp", "all"); returns the written paths.
 
@@ -108,8 +118,9 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
     False (rebuild) for the run's own default output. ``source`` ("auto" | "tracked" | "reference") picks the
     clip of the per-run formats; dataset formats always need the tracked clip. ``episodes``: episodes already
     loaded, by (run dir, clip wanted); the limit check still applies to them. ``several``: lay out per-run outputs
-    as for several runs (``PATH/<run>.<ext>``) even when one is given. No quality gate is applied here:
-    :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
+    as for several runs (``PATH/<run>.<ext>``) even when one is given. ``loop_mode`` is the AMP ``.txt`` LoopMode and
+    MimicKit's loop mode; ``target_model`` the trainer's robot model that the motion files follow. No quality gate is
+    applied here: :func:`export_gated` (`akd export`, `akd batch`) leaves out the runs that fail them."""
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
         raise ConfigError("no run directory given; pass one or more RUN folders")
@@ -146,6 +157,9 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
                     written.append(write_amp_txt(episode, path, loop_mode=loop_mode))
                 elif fmt_name == "isaaclab-amp":
                     written.append(write_isaaclab_amp(episode, path))
+                elif fmt_name in MOTION_FORMATS:
+                    written.append(write_motion_file(episode, fmt_name, path, target_model=target_model,
+                                                     loop_mode=loop_mode))
                 else:
                     written.append(write_rosbag(episode, path, start_ns=start_ns))
         log.debug("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
@@ -257,5 +271,5 @@ def summary_path(out: Path | None, explicit: Path | None) -> Path | None:
 
 __all__ = ["Episode", "load_episode", "export_runs", "export_gated", "stage_export", "parse_formats", "default_output",
            "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
-           "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "add_arguments", "cli",
-           "FORMATS", "DATASET_FORMATS", "PER_RUN_FORMATS"]
+           "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "write_motion_file",
+           "read_motion_file", "FORMATS", "DATASET_FORMATS", "PER_RUN_FORMATS", "MOTION_FORMATS"]

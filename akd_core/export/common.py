@@ -27,12 +27,10 @@ from akd_core.motion.clip import LIMIT_TOLERANCE, STATE_LIMIT_TOLERANCE, Motion,
 
 CONTACT_HEIGHT_M = 0.015  # a foot whose lowest point is below this height (m) is in contact with the ground
 SOURCES = ("auto", "tracked", "reference")
-DATASET_FORMATS = ("hdf5", "lerobot")
-
-
-PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2")
-
-
+DATASET_FORMATS = ("hdf5", "lerobot")  # many runs -> one dataset
+# motion files for RL-tracking trainers (akd_core.export.motion_files)
+MOTION_FORMATS = ("mjlab", "beyondmimic", "gmr", "mimickit", "protomotions", "locomujoco", "amp-rsl-rl")
+PER_RUN_FORMATS = ("amp", "isaaclab-amp", "rosbag2") + MOTION_FORMATS  # one file (or bag) per run
 FORMATS = DATASET_FORMATS + PER_RUN_FORMATS
 
 
@@ -73,6 +71,7 @@ class Episode:
     body_lin_vel: np.ndarray  # (T, B, 3) world frame
     body_ang_vel: np.ndarray  # (T, B, 3) world frame
     manifest: dict[str, Any]
+    reference: Motion | None = None  # the kinematic reference the clip tracks (reference.npz, its own fps)
 
     @property
     def num_samples(self) -> int:
@@ -209,7 +208,7 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         foot_part_contacts=parts < CONTACT_HEIGHT_M,
         body_names=list(robot.link_names), body_pos=body["pos"].astype(np.float32),
         body_quat=body["quat"].astype(np.float32), body_lin_vel=body["lin_vel"].astype(np.float32),
-        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest)
+        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest, reference=motion)
 
 
 def _feet(robot: Robot, motion: Motion) -> tuple[list[str], np.ndarray]:
@@ -247,13 +246,13 @@ def body_poses(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, joint_
                       torch.as_tensor(np.asarray(joint_pos), dtype=torch.float64))
         quat = matrix_to_quat(rot)
     pos_np, rot_np, quat_np = pos.numpy(), rot.numpy(), quat.numpy()
-    quat_np = _continuous_quats(quat_np)
+    quat_np = continuous_quats(quat_np)
     lin_vel = np.gradient(pos_np, dt, axis=0)
     ang_vel = np.stack([angular_velocity(quat_np[:, b], dt) for b in range(quat_np.shape[1])], 1)
     return {"pos": pos_np, "rot": rot_np, "quat": quat_np, "lin_vel": lin_vel, "ang_vel": ang_vel}
 
 
-def _continuous_quats(quat: np.ndarray) -> np.ndarray:
+def continuous_quats(quat: np.ndarray) -> np.ndarray:
     """Flip signs so consecutive quaternions (T, ..., 4) lie in the same hemisphere (no jumps for consumers
     that interpolate or difference them)."""
     quat = quat.copy()

@@ -22,6 +22,10 @@ Layout (docs/formats.md has the full table)::
                            root ang vel(3), joint vel(J)
       initial_state/articulation/robot/{root_pose (1, 7) pos + quat xyzw, root_velocity (1, 6) lin + ang,
                            joint_position (1, J), joint_velocity (1, J)}   (Isaac Lab's nested initial state)
+      reference/           the kinematic reference the demo tracks (RUN/reference.npz at its own rate), so a
+                           trainer can ask an expert to track it from any state (DAgger): attrs fps, prompt,
+                           foot_names (JSON); joint_pos (F, J), root_pos (F, 3), root_quat (F, 4) xyzw,
+                           foot_offsets (K, 3), foot_contacts (F, K) uint8
 
 Every dataset is float32 and gzip-compressed. Appending copies the file to a temporary name beside it, adds
 the new demos (numbering continues), updates the totals, fsyncs and renames: a crash leaves the old file intact.
@@ -200,6 +204,20 @@ def _write_demo(group, episode: Episode) -> None:
     _dataset(init, "root_velocity", np.concatenate([episode.root_lin_vel[:1], episode.root_ang_vel[:1]], 1).astype(f32))
     _dataset(init, "joint_position", episode.joint_pos[:1].astype(f32))
     _dataset(init, "joint_velocity", episode.joint_vel[:1].astype(f32))
+    if episode.reference is not None:
+        _write_reference(group.create_group("reference"), episode.reference)
+
+
+def _write_reference(group, motion) -> None:
+    """The demo's kinematic reference (a :class:`~akd_core.motion.clip.Motion`) under ``reference/``."""
+    group.attrs["fps"] = float(motion.fps)
+    group.attrs["prompt"] = motion.prompt
+    group.attrs["foot_names"] = json.dumps(list(motion.foot_names))
+    for key in ("joint_pos", "root_pos", "root_quat"):
+        _dataset(group, key, np.asarray(getattr(motion, key), dtype=np.float32))
+    _dataset(group, "foot_offsets", np.asarray(motion.foot_offsets, dtype=np.float32).reshape(-1, 3))
+    if motion.foot_contacts is not None:
+        _dataset(group, "foot_contacts", np.asarray(motion.foot_contacts).astype(np.uint8))
 
 
 # ----------------------------------------------------------------------------- reader
@@ -209,10 +227,11 @@ class HDF5Demo:
     attrs: dict[str, Any]
     actions: np.ndarray  # (T, J)
     obs: dict[str, np.ndarray]  # key -> (T, .)
-    joint_torques: np.ndarray  # (T, J)
-    states: np.ndarray  # (T, 13 + 2J)
+    joint_torques: np.ndarray | None  # (T, J); None in files that lack it (hand-made robomimic files)
+    states: np.ndarray | None  # (T, 13 + 2J); None when absent
     initial_state: dict[str, np.ndarray]  # "articulation/robot/<name>" -> (1, .)
     processed_actions: np.ndarray | None = None
+    reference: dict[str, Any] | None = None  # reference/ group: arrays + "fps", "prompt", "foot_names"; None if absent
 
 
 @dataclass
@@ -251,19 +270,47 @@ def read_hdf5(path: str | Path) -> HDF5Dataset:
     path = Path(path)
     if not path.is_file():
         raise MotionError(f"{path} does not exist; write it with `akd export RUN --format hdf5 -o {path}`")
-    with h5py.File(path, "r") as f:
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise MotionError(f"{path} is not a readable HDF5 file ({exc}); re-export it with `akd export`") from exc
+    with handle as f:
         if "data" not in f:
-            raise MotionError(f"{path}: no 'data' group; not a robomimic / Isaac Lab dataset")
+            raise MotionError(f"{path}: no 'data' group; not a robomimic / Isaac Lab dataset (write one with "
+                              f"`akd export RUN [RUN...] --format hdf5`)")
         data = f["data"]
+        try:
+            env = json.loads(_plain(data.attrs.get("env_args", "{}")))
+        except json.JSONDecodeError as exc:
+            raise MotionError(f"{path}: data.attrs['env_args'] is not JSON ({exc}); re-export with `akd export`") \
+                from exc
+        if not isinstance(env, dict):
+            raise MotionError(f"{path}: data.attrs['env_args'] is not a JSON object; re-export with `akd export`")
         result = HDF5Dataset(path=path, attrs={k: _plain(v) for k, v in f.attrs.items()},
-                             data_attrs={k: _plain(v) for k, v in data.attrs.items()},
-                             env_args=json.loads(_plain(data.attrs["env_args"])))
-        for name in sorted((k for k in data.keys() if k.startswith("demo_")), key=_demo_index):
+                             data_attrs={k: _plain(v) for k, v in data.attrs.items()}, env_args=env)
+        for name in sorted((k for k in data.keys() if k.startswith("demo")), key=_demo_order):
             g = data[name]
+            if "actions" not in g or "obs" not in g:
+                raise MotionError(f"{path}: data/{name} lacks 'actions' or 'obs'; re-export with `akd export`")
             init = _datasets_under(g["initial_state"], h5py) if "initial_state" in g else {}
             result.demos.append(HDF5Demo(
                 name=name, attrs={k: _plain(v) for k, v in g.attrs.items()}, actions=g["actions"][()],
-                obs={k: g["obs"][k][()] for k in g["obs"].keys()}, joint_torques=g["joint_torques"][()],
-                states=g["states"][()], initial_state=init,
-                processed_actions=g["processed_actions"][()] if "processed_actions" in g else None))
+                obs={k: g["obs"][k][()] for k in g["obs"].keys()},
+                joint_torques=g["joint_torques"][()] if "joint_torques" in g else None,
+                states=g["states"][()] if "states" in g else None, initial_state=init,
+                processed_actions=g["processed_actions"][()] if "processed_actions" in g else None,
+                reference=_read_reference(g["reference"]) if "reference" in g else None))
     return result
+
+
+def _demo_order(name: str) -> tuple[int, str]:
+    tail = name.rsplit("_", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def _read_reference(group) -> dict[str, Any]:
+    out: dict[str, Any] = {k: group[k][()] for k in group.keys()}
+    out["fps"] = float(_plain(group.attrs["fps"]))
+    out["prompt"] = str(_plain(group.attrs.get("prompt", "")))
+    out["foot_names"] = json.loads(_plain(group.attrs.get("foot_names", "[]")))
+    return out

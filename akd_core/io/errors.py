@@ -30,6 +30,10 @@ class InertiaError(URDFError):
     """Non-positive mass or a non physical inertia tensor."""
 
 
+class MJCFError(URDFError):
+    """An MJCF (MuJoCo XML) robot cannot be read, compiled, or used as a floating-base robot."""
+
+
 class JointLimitError(AKDError):
     """Joint limits are inconsistent, or a trajectory leaves them."""
 

@@ -2,12 +2,15 @@
 
 ``RUN/manifest.json`` = ``{"robot", "prompt", "stages": {name: {"status", "seconds",
 "config", "metrics"}}, "versions", "seeds"}`` (docs/design.md, section 6). It is rewritten
-atomically after every change, so a killed run never leaves a torn manifest.
+atomically after every change, so a killed run never leaves a torn manifest, and each
+read-modify-write holds a lock (``RUN/.manifest.lock``), so stages running at the same time in
+several processes (`akd run` cross-checks beside the preview) never lose each other's entries.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import json
 import time
@@ -21,6 +24,7 @@ from akd_core.io.fileio import write_json_atomic
 REFERENCE = "reference.npz"
 TRACKED = "tracked.npz"
 ROBOT_URDF = "robot.urdf"
+ROBOT_MJCF = "robot.xml"  # MJCF robots only: the model MuJoCo tracks on (akd_core.model.mjcf)
 MANIFEST = "manifest.json"
 CROSSCHECK = "crosscheck.json"
 PREVIEW = "preview.mp4"
@@ -29,6 +33,11 @@ _VERSIONED = ("akd", "torch", "warp-lang", "newton", "mujoco", "numpy", "yourdfp
 
 
 def package_versions() -> dict[str, str]:
+    return dict(_package_versions())
+
+
+@functools.cache
+def _package_versions() -> dict[str, str]:  # looked up once per process: every manifest write records them
     versions = {}
     for name in _VERSIONED:
         try:
@@ -72,15 +81,31 @@ class RunDir:
         except json.JSONDecodeError as exc:
             raise RunDirError(f"{path} is not valid JSON ({exc}); delete it and re-run the stages") from exc
 
+    @contextlib.contextmanager
+    def _manifest_lock(self) -> Iterator[None]:
+        """Exclusive across processes for one read-modify-write of the manifest (POSIX; elsewhere a no-op)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: one process per run directory
+            yield
+            return
+        with open(self.path / ".manifest.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        manifest = self.manifest()
-        for key, value in fields.items():
-            if isinstance(value, dict) and isinstance(manifest.get(key), dict):
-                manifest[key].update(value)
-            else:
-                manifest[key] = value
-        manifest["versions"] = package_versions()
-        write_json_atomic(self.path / MANIFEST, manifest)
+        with self._manifest_lock():
+            manifest = self.manifest()
+            for key, value in fields.items():
+                if isinstance(value, dict) and isinstance(manifest.get(key), dict):
+                    manifest[key].update(value)
+                else:
+                    manifest[key] = value
+            manifest["versions"] = package_versions()
+            write_json_atomic(self.path / MANIFEST, manifest)
         return manifest
 
     def stage(self, name: str) -> dict[str, Any]:
@@ -90,11 +115,12 @@ class RunDir:
         return self.stage(name).get("status") == "done"
 
     def set_stage(self, name: str, **fields: Any) -> None:
-        manifest = self.manifest()
-        stage = manifest.setdefault("stages", {}).setdefault(name, {})
-        stage.update(fields)
-        manifest["versions"] = package_versions()
-        write_json_atomic(self.path / MANIFEST, manifest)
+        with self._manifest_lock():
+            manifest = self.manifest()
+            stage = manifest.setdefault("stages", {}).setdefault(name, {})
+            stage.update(fields)
+            manifest["versions"] = package_versions()
+            write_json_atomic(self.path / MANIFEST, manifest)
 
     @contextlib.contextmanager
     def running_stage(self, name: str, config: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:

@@ -240,11 +240,14 @@ __all__ = ["Leg", "find_legs", "leg_length", "chain_joints", "contact_point", "r
            "welded_links", "robot_info"]
 
 
-def robot_info(robot, with_feet: bool = True) -> dict:
-    """Joints (type, limits), links, total mass and detected feet of a Robot, as plain data."""
+def robot_info(robot, with_feet: bool = True, feet: Sequence[str] | None = None) -> dict:
+    """Joints (type, limits), links, total mass and feet (detected, or ``feet`` as ``--feet`` gives them) of a
+    Robot, as plain data. ``format`` says where it came from (urdf, mjcf, skeleton)."""
     info = {
         "name": robot.name,
+        "format": robot.source_format,
         "urdf": str(robot.urdf_path) if robot.urdf_path else None,
+        "mjcf": str(robot.mjcf_path) if robot.mjcf_path else None,
         "root_link": robot.root_link,
         "total_mass_kg": round(robot.total_mass, 6),
         "num_dofs": robot.num_dofs,
@@ -262,7 +265,7 @@ def robot_info(robot, with_feet: bool = True) -> dict:
     }
     if with_feet:
         try:
-            info["feet"] = [leg.foot_link for leg in find_legs(robot)]
+            info["feet"] = [leg.foot_link for leg in find_legs(robot, feet)]
         except AKDError as exc:
             info["feet_note"] = str(exc).split("\n")[0]
     return info

@@ -84,6 +84,7 @@ class Joint:
     effort: float = DEFAULT_EFFORT
     damping: float = 0.0
     friction: float = 0.0
+    armature: float = 0.0  # rotor inertia (kg m^2) the model gives (MJCF); 0: unknown, AKD's default applies
 
     @property
     def actuated(self) -> bool:
@@ -96,12 +97,18 @@ class Robot:
 
     def __init__(self, name: str, links: Sequence[Link], joints: Sequence[Joint], *,
                  urdf_path: Path | None = None, package_paths: Sequence[Path] = (),
-                 materials: dict[str, np.ndarray] | None = None, source: str | None = None):
+                 materials: dict[str, np.ndarray] | None = None, source: str | None = None,
+                 mjcf_path: Path | None = None):
         self.name = name
         self.urdf_path = Path(urdf_path) if urdf_path is not None else None
+        # the MJCF this robot was read from (akd_core.model.mjcf): MuJoCo then tracks on that model itself
+        self.mjcf_path = Path(mjcf_path) if mjcf_path is not None else None
+        # links an MJCF reader put between joints of one MuJoCo body (ball joints, several joints in a body): they
+        # have no body of their own in the MJCF, so engines on the MJCF cannot report them
+        self.inserted_links: frozenset[str] = frozenset()
         self.package_paths = [Path(p) for p in package_paths]
         self.materials = dict(materials or {})
-        self._source = source or (str(urdf_path) if urdf_path else f"robot '{name}'")
+        self._source = source or (str(urdf_path or mjcf_path or "") or f"robot '{name}'")
         link_map = {}
         for link in links:
             if link.name in link_map:
@@ -182,6 +189,11 @@ class Robot:
     @property
     def effort_limit(self) -> np.ndarray:
         return np.array([j.effort for j in self.actuated_joints])
+
+    @property
+    def source_format(self) -> str:
+        """Where the articulation came from: "mjcf", "urdf" or "skeleton" (built by AKD)."""
+        return "mjcf" if self.mjcf_path is not None else "urdf" if self.urdf_path is not None else "skeleton"
 
     @property
     def total_mass(self) -> float:
@@ -302,8 +314,17 @@ def load_urdf(path: str | os.PathLike, package_paths: Iterable[str | os.PathLike
         if jtype not in JOINT_TYPES + ("floating",):
             raise URDFError(f"{path}: joint '{joint_el.get('name')}' has type '{jtype}', which AKD does not support; "
                             f"use one of {', '.join(JOINT_TYPES)} (a 'floating' joint is allowed only at the root)")
+    capsules = _capsules_by_link(xml_root)
+    source = str(path)
+    if capsules:  # yourdfpy rejects <capsule> (a common extension): parse a copy with spheres in their place
+        import io
+
+        for cap in xml_root.iter("capsule"):
+            cap.tag, cap.attrib["radius"] = "sphere", cap.get("radius", "0")
+            cap.attrib.pop("length", None)
+        source = io.BytesIO(etree.tostring(xml_root))
     try:
-        urdf = yourdfpy.URDF.load(str(path), build_scene_graph=False, load_meshes=False,
+        urdf = yourdfpy.URDF.load(source, build_scene_graph=False, load_meshes=False,
                                   filename_handler=lambda fname: fname)
     except Exception as exc:
         raise URDFError(f"{path}: yourdfpy could not parse it ({type(exc).__name__}: {exc}); "
@@ -311,7 +332,6 @@ def load_urdf(path: str | os.PathLike, package_paths: Iterable[str | os.PathLike
     robot_el = urdf.robot
     materials = {m.name: np.asarray(m.color.rgba, dtype=np.float64)
                  for m in robot_el.materials if m.name and m.color is not None}
-    capsules = _capsules_by_link(xml_root)
     links: list[Link] = []
     missing_inertial: list[str] = []
     for link_el in robot_el.links:
@@ -401,7 +421,7 @@ def _fill_missing_inertials(links: list[Link], joints: list[Joint], missing: lis
 
 
 def _capsules_by_link(xml_root) -> dict[tuple[str, str, int], tuple[np.ndarray, float, float]]:
-    """<capsule> (a common URDF extension yourdfpy drops): (link, kind, index) -> (origin, radius, length)."""
+    """<capsule> (a common URDF extension yourdfpy rejects): (link, kind, index) -> (origin, radius, length)."""
     found = {}
     for link_el in xml_root.findall("link"):
         for kind in ("visual", "collision"):
@@ -547,6 +567,22 @@ def _geometry_urdf(geom: Geometry, tag: str, mesh_uris: str) -> list[str]:
     return out
 
 
+def _standard_shapes(geom: Geometry) -> list[Geometry]:
+    """Shapes standard URDF has: a capsule (not in the URDF spec; yourdfpy and urdfdom reject it) becomes its
+    cylinder and two end spheres, the same solid."""
+    if geom.kind != "capsule":
+        return [geom]
+    radius, length = float(geom.size[0]), float(geom.size[1])
+    parts = [Geometry("cylinder", np.array([radius, length]), geom.origin, rgba=geom.rgba, name=geom.name,
+                      material_name=geom.material_name)]
+    for end, sign in (("a", 1.0), ("b", -1.0)):
+        cap = geom.origin @ make_transform((0.0, 0.0, sign * length / 2))
+        parts.append(Geometry("sphere", np.array([radius]), cap, rgba=geom.rgba,
+                              name=f"{geom.name}_cap_{end}" if geom.name else None,
+                              material_name=geom.material_name))
+    return parts
+
+
 def _link_urdf(link: Link, mesh_uris: str, visuals: bool = True) -> list[str]:
     out = [f"  <link name={quoteattr(link.name)}>"]
     if link.inertial is not None:
@@ -557,9 +593,11 @@ def _link_urdf(link: Link, mesh_uris: str, visuals: bool = True) -> list[str]:
                 f'iyy="{fmt(i[1, 1])}" iyz="{fmt(i[1, 2])}" izz="{fmt(i[2, 2])}"/>',
                 "    </inertial>"]
     for geom in link.visuals if visuals else ():
-        out += _geometry_urdf(geom, "visual", mesh_uris)
+        for part in _standard_shapes(geom):
+            out += _geometry_urdf(part, "visual", mesh_uris)
     for geom in link.collisions:
-        out += _geometry_urdf(geom, "collision", mesh_uris)
+        for part in _standard_shapes(geom):
+            out += _geometry_urdf(part, "collision", mesh_uris)
     out.append("  </link>")
     return out
 

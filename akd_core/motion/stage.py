@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from akd_core.io.errors import ConfigError
-from akd_core.io.rundir import REFERENCE, ROBOT_URDF, RunDir
+from akd_core.io.rundir import REFERENCE, RunDir
 from akd_core.model.legs import find_legs
-from akd_core.model.load import load_robot
+from akd_core.model.load import load_robot, write_run_robot
 from akd_core.motion.feasibility import feasibility_summary
 from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
 from akd_core.motion.metrics import motion_metrics
@@ -29,7 +29,8 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
                feet: Sequence[str] | None = None, package_paths: Sequence[str] = (),
                spec_overrides: dict[str, Any] | None = None,
                max_velocity_ratio: float = TRACKING_VELOCITY_RATIO) -> dict[str, Any]:
-    """`akd gait`: robot + prompt -> RUN/robot.urdf, RUN/reference.npz, manifest stage "gait".
+    """`akd gait`: robot + prompt -> RUN/robot.urdf (+ RUN/robot.xml for an MJCF robot), RUN/reference.npz,
+    manifest stage "gait".
 
     Reference clips keep joint speeds below ``max_velocity_ratio`` x the URDF limits (default 0.75), so the PD
     targets that track them (which lead the reference) stay within the limits too.
@@ -47,14 +48,15 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
         spec = dataclasses.replace(spec, **spec_overrides)
     for note in notes:
         log.warning(note) if note.startswith("warning") else log.info(note)
-    run.update_manifest(robot=str(robot_spec), prompt=prompt, seeds={"gait": int(seed)})
+    run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
+                        seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
               "max_velocity_ratio": max_velocity_ratio,
               "feet": [leg.foot_link for leg in legs], "spec": spec.to_dict()}
     with run.running_stage("gait", config) as metrics:
         result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt,
                                       max_velocity_ratio=max_velocity_ratio)
-        robot.to_urdf(run.file(ROBOT_URDF))
+        write_run_robot(run, robot)  # robot.urdf, and robot.xml for an MJCF robot
         motion = result.motion
         motion.save(run.file(REFERENCE))
         config["spec"] = result.spec.to_dict()

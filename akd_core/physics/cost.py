@@ -38,6 +38,7 @@ class CostWeights:
     offset: float = 0.0  # off: 0.1 made the demo trot fall in one measured run (docs/tracking.md)
     effort: float = 0.1
     effort_margin: float = 0.8  # fraction of the effort limit torque may use for free
+    drift_time_s: float = 0.0  # > 0: the velocity term asks to close the horizontal root-position gap in this time
 
 
 @dataclass
@@ -79,7 +80,10 @@ class TrackingCost:
         orient = quat_angle(states.root_quat[:, 1:], ref.root_quat[frames][None]).mean(1)
         joint = np.abs(states.joint_pos[:, 1:] - ref.joint_pos[frames][None]).mean((1, 2))
         height = np.abs(states.root_pos[:, 1:, 2] - ref.root_pos[frames, 2][None]).mean(1)
-        velocity = np.linalg.norm(states.root_lin_vel[:, 1:] - ref.root_lin_vel[frames][None], axis=-1).mean(1)
+        wanted = np.broadcast_to(ref.root_lin_vel[frames][None], states.root_lin_vel[:, 1:].shape).copy()
+        if self.w.drift_time_s > 0:  # a slow drift of the body is corrected by walking back to the path
+            wanted[..., :2] += (ref.root_pos[frames, :2][None] - states.root_pos[:, 1:, :2]) / self.w.drift_time_s
+        velocity = np.linalg.norm(states.root_lin_vel[:, 1:] - wanted, axis=-1).mean(1)
         stance = batch.foot_force > self.contact_force_n  # (N, S, K)
         if self.foot_of is not None:  # only the lowest point of each foot touches (the toe of a rolling sole)
             for foot in np.unique(self.foot_of):

@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from akd_core.io.errors import AKDError
 from akd_core.io.fileio import write_json_atomic
-from akd_core.io.rundir import CROSSCHECK, ROBOT_URDF, TRACKED, RunDir
-from akd_core.model.robot import Robot, load_urdf
+from akd_core.io.rundir import CROSSCHECK, TRACKED, RunDir
+from akd_core.model.load import load_run_robot
+from akd_core.model.robot import Robot
 from akd_core.motion.clip import TrackedMotion
 from akd_core.physics.engines import make_engine, other_engine
 from akd_core.physics.engines.base import BodyState, Feet, mass_links
-from akd_core.physics.params import PhysicsParams, physics_from_dict
+from akd_core.physics.params import PhysicsParams, default_physics, physics_from_dict
 
 DEFAULT_THRESHOLD_RAD = 0.05
 DEFAULT_WINDOW_S = 0.5
@@ -46,28 +48,38 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
     Newton's penalty contact is explicit: on light feet its 1 ms step is not converged (go2's 40 g feet: windowed
     joint RMSE 0.096 rad at 1 ms, 0.0125 at 0.5 ms, 0.0094 at 0.25 ms). Unless ``sim_dt`` is given, a failing
     check is repeated at half the step (up to twice) before it is reported as failed; ``timestep_s`` and
-    ``step_refinements`` say which step decided."""
+    ``step_refinements`` say which step decided. The open-loop replay (``open_loop_s`` 0: none) runs once, at that
+    step."""
     refinements = 0
     bound = sim_dt if sim_dt is not None else DEFAULT_SIM_DT[engine]
     while True:
-        result = _crosscheck_at(robot, tracked, physics, engine, window_s, open_loop_s, threshold_rad, bound, device)
+        result = _windows_at(robot, tracked, physics, engine, window_s, threshold_rad, bound, device)
         if result["passed"] or sim_dt is not None or refinements == STEP_REFINEMENTS:
-            result["step_refinements"] = refinements
-            return result
+            break
         refinements += 1
         bound /= 2
+    result["step_refinements"] = refinements
+    if open_loop_s is None or open_loop_s > 0:
+        result.update(_open_loop_at(robot, tracked, physics, engine, open_loop_s, bound, device))
+    return result
 
 
-def _crosscheck_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, window_s: float,
-                   open_loop_s: float | None, threshold_rad: float, bound: float,
-                   device: str | None) -> dict[str, Any]:
-    dt = tracked.dt
-    steps = max(1, int(np.ceil(dt / bound - 1e-9)))
-    sim = make_engine(engine, robot, physics, dt / steps, steps, Feet((), np.zeros((0, 3))), mass_links(robot),
-                      device=device)
-    frames = tracked.num_steps
+def _replayer(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, bound: float,
+              device: str | None, worlds: int):
+    """The replaying engine at the largest step <= ``bound`` that divides the control period, sized for ``worlds``
+    (Newton: its model is built once for the batch; every world costs a full step on CPU)."""
+    steps = max(1, int(np.ceil(tracked.dt / bound - 1e-9)))
+    return make_engine(engine, robot, physics, tracked.dt / steps, steps, Feet((), np.zeros((0, 3))),
+                       mass_links(robot), device=device, worlds=worlds)
+
+
+def _windows_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, window_s: float,
+                threshold_rad: float, bound: float, device: str | None) -> dict[str, Any]:
+    """Every window replayed from the tracked state at its start, all windows in one batch: the pass/fail figure."""
+    dt, frames = tracked.dt, tracked.num_steps
     window = max(1, min(frames - 1, int(round(window_s / dt))))
     starts_at = list(range(0, frames - 1, window))
+    sim = _replayer(robot, tracked, physics, engine, bound, device, len(starts_at))
     states = tracked_states(tracked)
     targets = np.asarray(tracked.pd_targets, dtype=np.float64)
     batch_targets, ends = [], []
@@ -82,30 +94,35 @@ def _crosscheck_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams,
     dq = batch.states.joint_pos[idx, ends] - states.joint_pos[end_frames]
     droot = np.linalg.norm(batch.states.root_pos[idx, ends] - states.root_pos[end_frames], axis=-1)
     per_window = np.sqrt((dq ** 2).mean(-1))
-    result: dict[str, Any] = {
-        "engine": engine, "tracked_engine": other_engine(engine), "windows": len(starts_at),
-        "window_s": window * dt, "joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
-        "max_joint_dev_rad": float(np.abs(dq).max()), "worst_window_joint_rmse_rad": float(per_window.max()),
-        "root_pos_err_m": float(droot.mean()), "max_root_pos_err_m": float(droot.max()),
-        "per_window_joint_rmse_rad": per_window.tolist(), "timestep_s": sim.sim_dt,
-    }
+    rmse = float(np.sqrt((dq ** 2).mean()))
+    return {"engine": engine, "tracked_engine": other_engine(engine), "windows": len(starts_at),
+            "window_s": window * dt, "joint_rmse_rad": rmse, "max_joint_dev_rad": float(np.abs(dq).max()),
+            "worst_window_joint_rmse_rad": float(per_window.max()), "root_pos_err_m": float(droot.mean()),
+            "max_root_pos_err_m": float(droot.max()), "per_window_joint_rmse_rad": per_window.tolist(),
+            "timestep_s": sim.sim_dt, "model": getattr(sim, "model_source", None), "threshold": threshold_rad,
+            "threshold_metric": "joint_rmse_rad (windowed, at window ends)", "passed": bool(rmse < threshold_rad)}
+
+
+def _open_loop_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str,
+                  open_loop_s: float | None, bound: float, device: str | None) -> dict[str, Any]:
+    """The clip's first ``open_loop_s`` (None: all of it) replayed from its first state without feedback: it drifts
+    by construction, reported beside the check, never judged."""
+    dt, frames = tracked.dt, tracked.num_steps
     horizon = frames - 1 if open_loop_s is None else max(1, min(frames - 1, int(round(open_loop_s / dt))))
-    loop = sim.rollout(sim.start(states[0]), targets[None, :horizon + 1])
+    sim = _replayer(robot, tracked, physics, engine, bound, device, 1)
+    states = tracked_states(tracked)
+    loop = sim.rollout(sim.start(states[0]), np.asarray(tracked.pd_targets, dtype=np.float64)[None, :horizon + 1])
     dq = loop.states.joint_pos[0] - states.joint_pos[:horizon + 1]
-    result.update({"open_loop_s": horizon * dt, "open_loop_joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
-                   "open_loop_root_drift_m": float(np.linalg.norm(loop.states.root_pos[0, -1]
-                                                                  - states.root_pos[horizon])),
-                   "open_loop_fell": bool(loop.diverged[0])})
-    result.update({"threshold": threshold_rad, "threshold_metric": "joint_rmse_rad (windowed, at window ends)",
-                   "passed": bool(result["joint_rmse_rad"] < threshold_rad)})
-    return result
+    return {"open_loop_s": horizon * dt, "open_loop_joint_rmse_rad": float(np.sqrt((dq ** 2).mean())),
+            "open_loop_root_drift_m": float(np.linalg.norm(loop.states.root_pos[0, -1] - states.root_pos[horizon])),
+            "open_loop_fell": bool(loop.diverged[0])}
 
 
 def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_rad: float = DEFAULT_THRESHOLD_RAD,
                      open_loop_s: float | None = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
                      device: str | None = None) -> dict[str, Any]:
     """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz -> RUN/crosscheck.json (+ manifest)."""
-    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    robot = load_run_robot(run)
     tracked = TrackedMotion.load(run.require(TRACKED, f"akd track {run.path}"))
     track = run.stage("track").get("metrics", {})
     physics = physics_from_dict(robot, track)
@@ -116,3 +133,38 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
         write_json_atomic(run.file(CROSSCHECK), result)
         metrics.update(result)
     return metrics
+
+
+def crosscheck_when_told(run_path: str, device: str | None, conn) -> None:
+    """Body of `akd run`'s background cross-check process: import Newton and warm the robot's kernels, wait for
+    "go" on ``conn`` (a multiprocessing Connection; anything else ends the process), run :func:`stage_crosscheck`
+    and send back ("done", None) or ("failed", the exception)."""
+    try:
+        run = RunDir(run_path)
+        warm_up(load_run_robot(run), device)
+        if conn.recv() != "go":
+            return
+        stage_crosscheck(run, device=device)
+        conn.send(("done", None))
+    except KeyboardInterrupt:
+        return
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the main process
+        try:
+            conn.send(("failed", exc))
+        except Exception:  # an exception that does not pickle
+            conn.send(("failed", AKDError(f"cross-check failed: {type(exc).__name__}: {exc}")))
+
+
+def warm_up(robot: Robot, device: str | None = None) -> None:
+    """Import Newton and load (on a cold cache: compile) every Warp kernel a Newton replay of ``robot`` launches, by
+    stepping one world for two control periods (eager, then graph-captured). A failure here is left to the real
+    cross-check to report."""
+    try:
+        engine = make_engine("newton", robot, default_physics(robot), 1e-3, 2, Feet((), np.zeros((0, 3))),
+                             mass_links(robot), device=device)
+        zeros = np.zeros(robot.num_dofs)
+        state = BodyState(np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, 0.0, 1.0]), zeros, np.zeros(3), np.zeros(3),
+                          zeros)
+        engine.rollout(engine.start(state), np.zeros((1, 3, robot.num_dofs)))
+    except Exception:  # noqa: S110 - warming is an optimisation only
+        return

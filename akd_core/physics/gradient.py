@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from akd_core.io.errors import DependencyError, MotionError
+from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.engines.newton import kernels, newton_model
-from akd_core.physics.engines.warp_runtime import import_warp, resolve_device
+from akd_core.physics.engines.warp_runtime import import_newton, resolve_device
 from akd_core.physics.metrics import fall_warning, tracking_metrics, tracks_better
 from akd_core.physics.params import PhysicsParams, default_physics
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose, substep_targets
@@ -92,11 +92,7 @@ class NewtonSim:
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, device: str = "cpu",
                  requires_grad: bool = True, graph_capture: bool = True):
-        wp = import_warp()
-        try:
-            import newton
-        except ImportError as exc:  # pragma: no cover
-            raise DependencyError("tracking needs newton: pip install newton") from exc
+        wp, newton = import_newton(differentiable=True)  # Warp's adjoints on (the engine loads them forward-only)
         self.wp, self.newton = wp, newton
         self.robot, self.physics, self.sim_dt, self.steps, self.device = robot, physics, sim_dt, steps, device
         self.model = self._build_model(requires_grad)

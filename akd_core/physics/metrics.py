@@ -136,7 +136,7 @@ def contact_schedule(robot: Robot, ref: Motion) -> ContactSchedule:
 
 def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
                      effort: np.ndarray, link_names: list[str], diverged: bool = False,
-                     slip_mps: float | None = None) -> dict[str, Any]:
+                     slip_mps: float | None = None, ref_link_pos: np.ndarray | None = None) -> dict[str, Any]:
     """Errors of ``tracked`` against ``ref`` (same control rate; reference raised by ``height_shift`` m as the start
     state was), plus the quality metrics every stage shares.
 
@@ -147,18 +147,20 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
     the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
-    ``contact_schedule_match``.
+    ``contact_schedule_match``. ``ref_link_pos`` (T, L, 3): the raised reference's ``link_names`` positions when the
+    caller has them already (FK of the reference otherwise).
     """
 
     fk = ForwardKinematics(robot)
     ref_root = ref.root_pos.astype(np.float64) + np.array([0.0, 0.0, height_shift])
+    ids = [robot.link_names.index(n) for n in link_names]
     with torch.no_grad():
         link_pos, _ = fk(torch.as_tensor(tracked.root_pos, dtype=torch.float64),
                          torch.as_tensor(tracked.root_quat, dtype=torch.float64),
                          torch.as_tensor(tracked.joint_pos, dtype=torch.float64))
-        ref_link, _ = fk(torch.as_tensor(ref_root), torch.as_tensor(ref.root_quat, dtype=torch.float64),
-                         torch.as_tensor(ref.joint_pos, dtype=torch.float64))
-    ids = [robot.link_names.index(n) for n in link_names]
+        if ref_link_pos is None:
+            ref_link_pos = fk(torch.as_tensor(ref_root), torch.as_tensor(ref.root_quat, dtype=torch.float64),
+                              torch.as_tensor(ref.joint_pos, dtype=torch.float64))[0].numpy()[:, ids]
     up_z = quat_to_matrix(tracked.root_quat.astype(np.float64))[:, 2, 2]
     tilt_deg = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
     height0 = float(tracked.root_pos[0, 2])
@@ -167,7 +169,7 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     effort = np.asarray(effort, dtype=np.float64)
     out: dict[str, Any] = {
         "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
-        "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link.numpy()[:, ids], axis=-1).mean()),
+        "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link_pos, axis=-1).mean()),
         "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
         "root_height_err_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).mean()),
         "root_height_err_max_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).max()),

@@ -112,7 +112,8 @@ def default_physics(robot: Robot, kp=None, kd=None, armature=None, contact: Cont
     With M the total mass and I_j the subtree inertia about joint j (:func:`subtree_inertia_about_joints`):
       kp_j = kp_per_kg * M: 4.5 N m/(rad kg) (60 N m/rad for a 13 kg quadruped, the measured STACK setting and the
              gradient method's), or KP_PER_KG_MPC for sampling MPC (see there)
-      armature_j = 0.01 kg m^2 * M / 13 kg
+      armature_j = the joint's own armature when the robot's model gives one (an MJCF's ``armature``: the rotor
+             inertia its makers measured wins over AKD's guess), else 0.01 kg m^2 * M / 13 kg
       kd_j = 2 sqrt(kp_j (I_j + armature_j))  (critically damped joint with its subtree), floored at 0.02 s * kp_j
       Newton contact ke = 2e4 N/m * M / 13, kd = 5e2 N s/m * M / 13, kf = 1e2 N s/m * M / 13; mu = 1.
     """
@@ -131,7 +132,8 @@ def default_physics(robot: Robot, kp=None, kd=None, armature=None, contact: Cont
         return arr
 
     kp_arr = per_joint(kp, np.full(n, kp_per_kg * mass), "kp")
-    armature_arr = per_joint(armature, np.full(n, 0.01 * scale), "armature")
+    own_armature = np.array([j.armature for j in robot.actuated_joints], dtype=np.float64)
+    armature_arr = per_joint(armature, np.where(own_armature > 0, own_armature, 0.01 * scale), "armature")
     inertia = subtree_inertia_about_joints(robot)
     kd_arr = per_joint(kd, np.maximum(2.0 * np.sqrt(kp_arr * (inertia + armature_arr)), 0.02 * kp_arr), "kd")
     effort = np.asarray(robot.effort_limit, dtype=np.float64).copy()

@@ -12,6 +12,7 @@ state, so replaying ``tracked.npz`` from its first state in the same engine repr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -25,9 +26,10 @@ import torch
 
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
-from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
+from akd_core.io.rundir import REFERENCE, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
-from akd_core.model.robot import Robot, load_urdf
+from akd_core.model.load import load_run_robot
+from akd_core.model.robot import Robot
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
@@ -259,7 +261,7 @@ def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> t
     slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n,
                        np.concatenate(record.foot_height), schedule.foot_of)  # at the parts touching the ground
     metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
-                               setup.engine.link_names, record.diverged, slip)
+                               setup.engine.link_names, record.diverged, slip, ref_link_pos=setup.ref.link_pos)
     if schedule.intended is not None:  # the engine's contacts against the schedule (height-based counts near misses)
         match = contact_match(np.concatenate(record.foot_force), schedule.intended, setup.engine.steps,
                               setup.cost.contact_force_n, schedule.foot_of)
@@ -413,20 +415,21 @@ def _setup_key(setup: Setup) -> str:
 
 # ----------------------------------------------------------------------------- the stage
 def keep_best_replay(setup: Setup, tracked: TrackedMotion, metrics: dict[str, Any],
-                     replays: tuple[tuple[str, np.ndarray, Execution], ...]) -> tuple[str, TrackedMotion, dict]:
-    """The MPC result, or a plain replay (name, targets, execution) that tracks better (upright first, then link
-    error). Every stored result is a real execution from the same start, so falling back keeps the replay exact."""
+                     replays: tuple[tuple[str, np.ndarray, TrackedMotion, dict[str, Any]], ...]
+                     ) -> tuple[str, TrackedMotion, dict]:
+    """The MPC result, or a plain replay (name, targets, its TrackedMotion and metrics) that tracks better (upright
+    first, then link error). Every stored result is a real execution from the same start, so falling back keeps the
+    replay exact."""
     selected = "optimised"
     step = max_target_step(setup.robot, setup.reference.fps)
-    for name, targets, record in replays:
+    for name, targets, candidate, candidate_metrics in replays:
         if name == "naive" and not np.allclose(rate_limited(targets, step), targets, atol=1e-6):
             continue  # the reference asks for more than the velocity limits: not a command we may hand out
-        candidate, candidate_metrics = record_metrics(setup, record, targets)
         if tracks_better(candidate_metrics, metrics):
             log.warning("sampling MPC tracked worse than the %s replay (link error %.3f m vs %.3f m%s); keeping the "
                         "%s targets. More --samples or another --noise may help.", name, metrics["link_pos_err_m"],
                         candidate_metrics["link_pos_err_m"], ", and it fell" if metrics["fell"] else "", name)
-            selected, tracked, metrics = name, candidate, candidate_metrics
+            selected, tracked, metrics = name, dataclasses.replace(candidate), dict(candidate_metrics)
     return selected, tracked, metrics
 
 
@@ -440,6 +443,25 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
     if cfg.method == "adam":
 
         return track_adam(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
+    with one_torch_thread():
+        return _track_mpc_motion(robot, motion, cfg, checkpoint, progress)
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """torch on one thread while MuJoCo's rollout threads run: the MPC path's torch work is small FK batches, and
+    torch's thread pool spinning beside MuJoCo's threads made them 5-10x slower on 2 busy cores (metrics of a 4 s
+    a1 clip: 0.4 s with torch's two threads, 0.045 s with one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpoint: Path | None,
+                      progress: bool) -> tuple[TrackedMotion, dict[str, Any]]:
     tic = time.perf_counter()
     setup = build(robot, motion, cfg)
     naive_targets = setup.reference.joint_pos.astype(np.float32)
@@ -462,12 +484,13 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
         pd_targets, record, info = track_mpc(setup, checkpoint, progress)
         tracked, metrics = record_metrics(setup, record, pd_targets)
         selected, tracked, metrics = keep_best_replay(setup, tracked, metrics, (
-            ("feedforward", ff_targets, ff_record), ("naive", naive_targets, naive_record)))
+            ("feedforward", ff_targets, ff_tracked, ff_metrics), ("naive", naive_targets, naive, naive_metrics)))
     tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     engine = setup.engine
-    out.update({"method": "mpc", "engine": engine.name, "selected_targets": selected,
+    out.update({"method": "mpc", "engine": engine.name, "model": getattr(engine, "model_source", None),
+                "selected_targets": selected,
                 "samples": setup.sampling.samples, "iterations": setup.sampling.iterations,
                 "noise_rad": setup.sampling.noise_rad, "horizon_s": setup.horizon / setup.reference.fps,
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
@@ -483,14 +506,15 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
 
 
 def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
-    """`akd track RUN`: reads robot.urdf + reference.npz, writes tracked.npz; returns the recorded metrics."""
+    """`akd track RUN`: reads robot.urdf (robot.xml for an MJCF robot) + reference.npz, writes tracked.npz;
+    returns the recorded metrics."""
     fields = {f.name for f in dataclasses.fields(TrackingConfig)}
     unknown = sorted(set(options) - fields)
     if unknown:
         raise ConfigError(f"unknown tracking options {unknown}; known: {sorted(fields)}")
     # None means "the default" for CLI options, except where None is itself a setting (adam's whole-clip window)
     cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device", "window_s")})
-    robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --out RUN"))
+    robot = load_run_robot(run)  # an MJCF robot: its robot.xml, which MuJoCo tracks on
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
     checkpoint = run.file(CHECKPOINT)
     if not resume and checkpoint.exists():

@@ -197,18 +197,22 @@ class PhaseMotionParameters(torch.nn.Module):
             return torch.remainder(self.phase - self.phase[0], 1.0).numpy().astype(np.float64)
 
 
-def search_phases(score: Callable[[np.ndarray], float], phases: np.ndarray, grid: int = 4, sweeps: int = 1,
-                  refine: int = 2, max_global: int = 256, progress: bool = True
+def search_phases(score: Callable[[list[np.ndarray]], list[float]], phases: np.ndarray, grid: int = 2,
+                  refine: Sequence[int] = (4,), sweeps: int = 1, max_global: int = 256, progress: bool = True
                   ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """Search the legs' phases under ``score`` (lower is better); returns the best phases and one row per scored
-    candidate (stage, leg, phases, score).
+    """Search the legs' phases coarse to fine under ``score`` (a batch of candidates (L,) -> their scores, lower is
+    better); returns the best phases and one row per scored candidate (stage, leg, phases, score).
 
     Global stage: every combination of the other legs' phases relative to the first leg's (kept at its start
-    phase) on a grid of ``grid`` per cycle: grid^(L-1) candidates (64 for a quadruped at 4), among them every
-    quarter-cycle pattern (trot, pace, bound, pronk, walk) and none preferred. Skipped when there would be more
-    than ``max_global``. Local stage: ``sweeps`` coordinate sweeps that try, for every leg (the first too: a shift of
-    all phases is the same gait but not the same clip), ``grid * refine`` phases around the cycle from its current
-    one and keep the best; a sweep that changes nothing ends it.
+    phase) on a grid of ``grid`` per cycle, scored as one batch: grid^(L-1) candidates (8 for a quadruped at 2: the
+    legs in phase or half a cycle apart, among them trot, pace, bound and pronk and none preferred; 64 at 4, with
+    the four-beat walks). Skipped when there would be more than ``max_global``. Then, for each resolution of
+    ``refine`` (finer grids, e.g. (4,): quarter cycles, for the four-beat gaits), up to ``sweeps`` rounds that move
+    one leg at a time to every other phase of that grid around the cycle from the current best (the first leg too: a
+    shift of all phases is the same gait but not the same clip), scored as one batch, plus, when several legs improve
+    on their own, all their best moves at once (trot -> walk moves two legs a quarter cycle); the round keeps the
+    best, and a round that finds nothing better ends the resolution. The start is not scored (it is random: nothing
+    to keep).
 
     Gradient steps on a phase only see the nearby pose, and one leg at a time is not enough either: even the
     oracle prior, whose loss is the distance to a trot's latents, leads Adam from random phases to a pattern with
@@ -218,45 +222,70 @@ def search_phases(score: Callable[[np.ndarray], float], phases: np.ndarray, grid
     cache: dict[tuple[int, ...], float] = {}
     rows: list[dict[str, Any]] = []
 
-    def evaluate(candidate: np.ndarray, stage: str, leg: int) -> float:
-        key = tuple(int(round(v * 1e6)) % 1_000_000 for v in np.remainder(candidate, 1.0))
-        if key not in cache:
-            cache[key] = float(score(candidate))
-            rows.append({"stage": stage, "leg": leg, "phases": [round(float(v), 4) for v in candidate],
-                         "score": cache[key]})
-        return cache[key]
+    def key(candidate: np.ndarray) -> tuple[int, ...]:
+        return tuple(int(round(v * 1e6)) % 1_000_000 for v in np.remainder(candidate, 1.0))
 
-    combos = grid ** (num - 1) if num > 1 else 1
+    def evaluate(candidates: list[np.ndarray], stage: str, legs: list[int]) -> list[float]:
+        """Scores of ``candidates``, the new ones scored in one batch."""
+        todo, seen = [], set()
+        for candidate, leg in zip(candidates, legs):
+            k = key(candidate)
+            if k not in cache and k not in seen:
+                seen.add(k)
+                todo.append((candidate, leg))
+        if todo:
+            values = score([c for c, _ in todo])
+            for (candidate, leg), value in zip(todo, values):
+                cache[key(candidate)] = float(value)
+                rows.append({"stage": stage, "leg": leg, "phases": [round(float(v), 4) for v in candidate],
+                             "score": float(value)})
+            bar.update(len(todo))
+        return [cache[key(c)] for c in candidates]
+
+    combos = grid ** (num - 1) if num > 1 and grid > 0 else 1
     use_global = 1 < combos <= max_global
-    fine = grid * refine
-    total = 1 + (combos if use_global else 0) + sweeps * num * (fine - 1)
-    bar = tqdm(total=total, desc="phase search", disable=not progress, dynamic_ncols=True)
-    best, current = start, evaluate(start, "start", -1)
-    bar.update(1)
+    bar = tqdm(total=(combos if use_global else 0) + sweeps * num * sum(max(r - 1, 0) for r in refine),
+               desc="phase search", disable=not progress, dynamic_ncols=True)
+    best, current = start, np.inf
     if use_global:
+        candidates = []
         for index in range(combos):
             steps = np.array([(index // grid ** k) % grid for k in range(num - 1)], dtype=np.float64)
             candidate = start.copy()
             candidate[1:] = np.remainder(start[0] + steps / grid, 1.0)
-            value = evaluate(candidate, "global", -1)
-            bar.update(1)
-            if value < current - 1e-12:
-                current, best = value, candidate
+            candidates.append(candidate)
+        values = evaluate(candidates, "global", [-1] * len(candidates))
+        pick = int(np.argmin(values))
+        best, current = candidates[pick], values[pick]
         bar.set_postfix(score=f"{current:.4g}")
-    for _sweep in range(sweeps):
-        changed = False
-        for leg in range(num):
-            origin = best[leg]
-            for k in range(1, fine):
-                candidate = best.copy()
-                candidate[leg] = (origin + k / fine) % 1.0
-                value = evaluate(candidate, "local", leg)
-                bar.update(1)
-                if value < current - 1e-12:
-                    current, best, changed = value, candidate, True
+    for resolution in refine:
+        for _sweep in range(sweeps):
+            candidates, legs = [], []
+            for leg in range(num):
+                for k in range(1, resolution):
+                    candidate = best.copy()
+                    candidate[leg] = (best[leg] + k / resolution) % 1.0
+                    candidates.append(candidate)
+                    legs.append(leg)
+            values = evaluate(candidates, f"refine{resolution}", legs)
+            # every leg's best move, and, when several legs improve on their own, all of those moves at once
+            moves = {}
+            for candidate, leg, value in zip(candidates, legs, values):
+                if value < current - 1e-12 and value < moves.get(leg, (None, np.inf))[1]:
+                    moves[leg] = (candidate[leg], value)
+            if len(moves) > 1:
+                combined = best.copy()
+                for leg, (phase, _value) in moves.items():
+                    combined[leg] = phase
+                candidates.append(combined)
+                values = values + evaluate([combined], f"refine{resolution}", [-1])
+            pick = int(np.argmin(values))
+            if not values[pick] < current - 1e-12:
+                break
+            best, current = candidates[pick], values[pick]
             bar.set_postfix(score=f"{current:.4g}")
-        if not changed:
-            break
+    if not np.isfinite(current):  # nothing searched (one leg, or grid 0 and no refinement)
+        current = evaluate([start], "start", [-1])[0]
     bar.close()
     return best, rows
 

@@ -16,14 +16,17 @@ ENGINES = ("mujoco", "newton")
 
 
 def make_engine(name: str, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
-                link_names: list[str] | None = None, device: str | None = None, **options: Any) -> Engine:
-    """``mujoco`` (MuJoCo C, CPU threads) or ``newton`` (Newton/Warp replicated worlds, CUDA or CPU)."""
+                link_names: list[str] | None = None, device: str | None = None, worlds: int = 1,
+                **options: Any) -> Engine:
+    """``mujoco`` (MuJoCo C, CPU threads) or ``newton`` (Newton/Warp replicated worlds, CUDA or CPU). ``worlds``: the
+    batch the engine is first sized for (Newton builds its model with that many worlds and rebuilds it for another
+    batch size; MuJoCo needs no sizing)."""
     if name == "mujoco":
         return MujocoEngine(robot, physics, sim_dt, steps, feet, link_names, **options)
     if name == "newton":
         from akd_core.physics.engines.newton import NewtonEngine
 
-        return NewtonEngine(robot, physics, sim_dt, steps, feet, link_names, device=device, **options)
+        return NewtonEngine(robot, physics, sim_dt, steps, feet, link_names, device=device, worlds=worlds, **options)
     raise ConfigError(f"--engine must be one of {('auto',) + ENGINES}, got {name!r}")
 
 

@@ -98,6 +98,8 @@ class Engine(Protocol):
 
 
 def mass_links(robot: Robot) -> list[str]:
-    """Links that carry mass: the bodies whose positions the tracking cost and error metrics compare."""
-    names = [link.name for link in robot.links if link.inertial is not None and link.inertial.mass > 0]
+    """Links that carry mass: the bodies whose positions the tracking cost and error metrics compare (not the
+    placeholder links an MJCF reader inserts between joints of one body: ``Robot.inserted_links``)."""
+    names = [link.name for link in robot.links if link.inertial is not None and link.inertial.mass > 0
+             and link.name not in robot.inserted_links]
     return names or [robot.root_link]

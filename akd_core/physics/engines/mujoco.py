@@ -1,11 +1,14 @@
 """MuJoCo C engine: threaded batched rollouts (``mujoco.rollout``) of one robot on a ground plane.
 
-The model is :meth:`Robot.to_mjcf` (free root, position actuators = our PD law ``kp (q* - q) - kd qdot`` clamped
-to the URDF effort limits as force ranges) plus, added here through ``MjSpec``: elliptic friction cones,
-``impratio`` and a stiff contact time constant from :class:`ContactParams`, a site at every foot contact point,
-and sensors (link positions, foot-point velocity, foot-ground contact force, actuator forces) so one rollout call
-returns everything the tracking cost needs. MuJoCo quaternions are (w, x, y, z): converted at this boundary only;
-the free joint's angular velocity is in the body frame in MuJoCo, world here.
+The model of an MJCF robot is its own MJCF (:func:`akd_core.model.mjcf.tracking_spec`: its joint damping,
+armature, frictionloss and contact settings kept, its actuators replaced by the position actuators below, AKD's
+ground). For any other robot it is :meth:`Robot.to_mjcf` (free root, position actuators = our PD law
+``kp (q* - q) - kd qdot`` clamped to the URDF effort limits as force ranges) plus, added here through
+``MjSpec``: elliptic friction cones, ``impratio`` and a stiff contact time constant from :class:`ContactParams`.
+Both get a site at every foot contact point, stiff joint limits, and sensors (link positions, foot-point
+velocity, foot-ground contact force, actuator forces) so one rollout call returns everything the tracking cost
+needs. MuJoCo quaternions are (w, x, y, z): converted at this boundary only; the free joint's
+angular velocity is in the body frame in MuJoCo, world here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from akd_core.io.errors import DependencyError, MotionError
+from akd_core.model.mjcf import tracking_spec
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
 from akd_core.physics.engines.base import BodyState, Feet, RolloutBatch, mass_links
@@ -41,19 +45,30 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     also the sensors :class:`MujocoEngine` reads."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
-    xml = robot.to_mjcf(kp=physics.kp, kd=physics.kd, armature=physics.armature, timestep=timestep,
-                        friction=contact.mu)
-    spec = mujoco.MjSpec.from_string(xml)
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = contact.impratio
     # MuJoCo needs timeconst >= 2 timesteps to stay stable; stiffer than that it silently clamps
     timeconst = max(contact.solref_timeconst_s, 2.0 * timestep)
-    for geom in spec.geoms:
-        geom.solref = [timeconst, 1.0]
+    if robot.mjcf_path is not None:  # an MJCF robot tracks on its own model, AKD's PD actuators and ground added
+        spec = tracking_spec(robot, kp=physics.kp, kd=physics.kd, armature=physics.armature, effort=physics.effort,
+                             timestep=timestep, friction=contact.mu, impratio=contact.impratio,
+                             contact_timeconst=timeconst)
+    else:
+        xml = robot.to_mjcf(kp=physics.kp, kd=physics.kd, armature=physics.armature, timestep=timestep,
+                            friction=contact.mu)
+        spec = mujoco.MjSpec.from_string(xml)
+        spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        spec.option.impratio = contact.impratio
+        for geom in spec.geoms:
+            geom.solref = [timeconst, 1.0]
     # joint limits as stiff as the contacts: MuJoCo's default (20 ms) let a loaded ankle held at its limit sink
     # 5 mrad past it; at the contact time constant 1.2 mrad
     for joint in spec.joints:
         joint.solref_limit = [timeconst, 1.0]
+    # the effort limits of ``physics`` (the PD law's clamp in every engine), not the URDF's: they differ where the
+    # URDF gives none (0 = unspecified; PhysicsParams allows kp x 1 rad there) or a caller scales them
+    for joint, effort in zip(robot.joint_names, physics.effort):
+        actuator = spec.actuator(joint)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-float(effort), float(effort)]
     for name in link_names or []:
         spec.add_sensor(name=f"pos:{name}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                         objname=name)
@@ -95,6 +110,8 @@ class MujocoEngine:
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names)
+        self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
+                             else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
         self._datas = [mujoco.MjData(self.model) for _ in range(self.threads)]
         self._pool = mj_rollout.Rollout(nthread=self.threads) if self.threads > 1 else None

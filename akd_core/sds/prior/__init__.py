@@ -141,8 +141,9 @@ class PriorOptions:
 
 
 def make_prior_from_options(options: PriorOptions, prompt: str, target_video: Tensor | None = None,
-                            seed: int = 0) -> VideoPrior:
-    """Build the prior that ``options`` describe."""
+                            seed: int = 0, contrast_prompts: tuple[str, ...] = ()) -> VideoPrior:
+    """Build the prior that ``options`` describe; ``contrast_prompts`` are encoded with the prompt
+    (CogVideoXOptions.contrast_prompts)."""
     device, dtype = default_device_dtype()
     if options.dtype is not None:
         dtype = DTYPES[options.dtype]
@@ -157,6 +158,8 @@ def make_prior_from_options(options: PriorOptions, prompt: str, target_video: Te
         opts["denoise_steps"] = options.sds_denoise_steps
     if options.video_model is not None and options.prior != "tiny":
         opts["vae_tiling"] = options.vae_tiling
+    if contrast_prompts:
+        opts["contrast_prompts"] = tuple(contrast_prompts)
     return make_prior(options.prior, prompt, options.video_model, target_video, device, dtype, seed, **opts)
 
 

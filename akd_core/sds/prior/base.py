@@ -236,6 +236,21 @@ class VideoPrior(ABC):
                      for v in (v_uncond, v_cond))
 
     @torch.no_grad()
+    def denoising_error_table(self, latents: Tensor, draws: list[tuple[int, Tensor]],
+                              embeds: Tensor | None = None) -> Tensor:
+        """(B, D, 2) unconditional and prompt-conditional :meth:`denoising_error` of each of B clips' latents
+        (B, F', C, h, w) at each of D (timestep, noise (1, F', C, h, w)) draws, the same draws for every clip
+        (common random numbers). Here one :meth:`denoising_errors` per clip and draw; CogVideoXPrior batches them
+        and also scores other text embeddings (``embeds`` (K, S, D')), which this generic version cannot."""
+        if embeds is not None:
+            raise ConfigError(f"{type(self).__name__} cannot score other text embeddings")
+        table = torch.zeros(latents.shape[0], len(draws), 2, dtype=torch.float64)
+        for b in range(latents.shape[0]):
+            for d, (t, noise) in enumerate(draws):
+                table[b, d] = torch.tensor(self.denoising_errors(latents[b:b + 1], t, noise))
+        return table
+
+    @torch.no_grad()
     def denoising_error(self, latents: Tensor, timestep: int, noise: Tensor) -> float:
         """Mean squared distance from latents (1, F', C, h, w) to the prior's one-step x0 estimate from z_t
         (``timestep``, ``noise``): the quantity whose gradient SDS follows (guided, as SDS is), equal to

@@ -70,6 +70,9 @@ class CogVideoXOptions:
     negative_prompt: str = ""
     sample_posterior: bool = True
     denoise_steps: int = 1  # DDIM steps from z_t to SDS's x0_hat (1: the paper's one-step prediction)
+    # more prompts encoded with the prompt (before the text encoder is freed): ``CogVideoXPrior.contrast_embeds``,
+    # the captions the phase search's "contrast" score compares the prompt with (akd_core.sds.distill)
+    contrast_prompts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.frame_fit not in FRAME_FITS:
@@ -187,6 +190,7 @@ class CogVideoXPrior(VideoPrior):
         prompt: text prompt; encoded once with ``prompt_encoder`` (or taken from ``prompt_embeds``).
         prompt_encoder: list[str] -> (B, S, D); dropped after encoding unless ``keep_prompt_encoder``.
         prompt_embeds: (cond (1, S, D), uncond (1, S, D)) to use instead of encoding.
+        contrast_embeds: (K, S, D) of ``options.contrast_prompts`` to use instead of encoding them.
     """
 
     def __init__(
@@ -199,6 +203,7 @@ class CogVideoXPrior(VideoPrior):
         prompt_embeds: tuple[Tensor, Tensor] | None = None,
         options: CogVideoXOptions | None = None,
         keep_prompt_encoder: bool = False,
+        contrast_embeds: Tensor | None = None,
     ) -> None:
         self.options = options or CogVideoXOptions()
         self.transformer = transformer.eval().requires_grad_(False)
@@ -218,6 +223,15 @@ class CogVideoXPrior(VideoPrior):
             self.cond_embeds, self.uncond_embeds = (e.to(self.device, self.dtype) for e in prompt_embeds)
         else:
             self.set_prompt(prompt)
+        # (K, S, D) of options.contrast_prompts
+        self.contrast_embeds: Tensor | None = None if contrast_embeds is None else contrast_embeds.to(self.device,
+                                                                                                      self.dtype)
+        if self.options.contrast_prompts and self.contrast_embeds is None:
+            if self.prompt_encoder is None:
+                raise ConfigError("contrast_prompts need the prior's text encoder; build the prior from a model "
+                                  "folder (or with a prompt encoder), not from precomputed embeddings")
+            self.contrast_embeds = self.prompt_encoder(list(self.options.contrast_prompts)).to(self.device,
+                                                                                               self.dtype)
         if not keep_prompt_encoder:
             self.prompt_encoder = None  # frees the T5 encoder (~10 GB for the real model)
 
@@ -342,6 +356,41 @@ class CogVideoXPrior(VideoPrior):
         v_uncond, v_cond = out.float().chunk(2, dim=0)
         return v_uncond, v_cond
 
+    max_batch: int = 32  # transformer samples per call in :meth:`denoising_error_table`
+
+    @torch.no_grad()
+    def denoising_error_table(self, latents: Tensor, draws: list[tuple[int, Tensor]],
+                              embeds: Tensor | None = None) -> Tensor:
+        """(B, D, K) denoising errors of B clips (B, F', C, h, w) at D (timestep, noise) draws under K text
+        embeddings ``embeds`` (K, S, D'), by default [unconditional, prompt] (K = 2, as the base class), from
+        transformer calls of up to :attr:`max_batch` samples (per-sample timesteps)."""
+        if embeds is None:
+            embeds = torch.cat([self.uncond_embeds, self.cond_embeds])
+        clean = latents.detach().float()
+        b, d = clean.shape[0], len(draws)
+        noisy, times, sqrt_a, sqrt_1ma = [], [], [], []
+        for t, noise in draws:
+            a, one_minus = self._alpha(t)
+            noisy.append(a * clean + one_minus * noise.to(clean.device).float())  # (B, ...)
+            times.append(t)
+            sqrt_a.append(a)
+            sqrt_1ma.append(one_minus)
+        z = torch.stack(noisy, 1).reshape(b * d, *clean.shape[1:])  # clip-major: (B * D, ...)
+        t_all = torch.tensor(times, device=self.device).repeat(b)
+        ca = torch.tensor(sqrt_a, dtype=torch.float32, device=clean.device).repeat(b).view(-1, 1, 1, 1, 1)
+        c1 = torch.tensor(sqrt_1ma, dtype=torch.float32, device=clean.device).repeat(b).view(-1, 1, 1, 1, 1)
+        target = clean.repeat_interleave(d, 0)
+        errors = torch.zeros(b * d, embeds.shape[0], dtype=torch.float64)
+        for which in range(embeds.shape[0]):
+            embed = embeds[which:which + 1].to(self.device, self.dtype)
+            for lo in range(0, b * d, self.max_batch):
+                hi = min(lo + self.max_batch, b * d)
+                z_t = z[lo:hi].to(self.device, self.dtype)
+                v = self._transformer_call(z_t, embed.expand(hi - lo, -1, -1), t_all[lo:hi]).float()
+                x0 = ca[lo:hi] * z[lo:hi] - c1[lo:hi] * v.to(clean.device)
+                errors[lo:hi, which] = (target[lo:hi] - x0).pow(2).flatten(1).mean(1).double().cpu()
+        return errors.reshape(b, d, embeds.shape[0])
+
     # -- loading -------------------------------------------------------------------------
 
     @classmethod
@@ -418,6 +467,7 @@ class CogVideoXPrior(VideoPrior):
             "prompt": self.prompt,
             "prompt_embeds": (self.cond_embeds, self.uncond_embeds),
             "options": self.options,
+            "contrast_embeds": self.contrast_embeds,
         }
 
     def with_options(self, **changes: Any) -> CogVideoXPrior:

@@ -11,17 +11,34 @@ Order of resolution (:func:`resolve_video_model`):
 
 A missing folder is a :class:`~akd_core.io.errors.DependencyError` that names it and the ways to get one. The
 folder itself is loaded, and its layout checked, by :meth:`CogVideoXPrior.from_pretrained` (``--prior cogvideox``).
+
+A folder may declare how SDS should use it in ``akd.json`` beside ``model_index.json`` (:func:`model_settings`):
+
+    {"param": "phase", "distill": {"n_gaussians": 2000, "iterations": 10},
+     "prompt_phrases": {"forward quickly": "fast forward"}, "about": "why these settings"}
+
+``param`` is the parametrisation its landscape suits (``akd distill --param``: ``frames``, the paper's per-frame
+joint angles, or ``phase``, the legs' phases of a gait-library stride); ``distill`` holds other ``DistillConfig``
+fields (``akd_core.sds.distill``) it was trained for; ``prompt_phrases`` rewrites the prompt into the words of its
+captions before its text encoder reads it (:func:`prior_prompt`; the gait library reads the prompt as given). A
+folder without the file (a CogVideoX-2B/5B download) gets the paper's per-frame SDS with DistillConfig's defaults.
+Flags given on the command line win over both.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
-from akd_core.io.errors import DependencyError
+from akd_core.io.errors import ConfigError, DependencyError
 
 DEFAULT_MODEL_NAME = "akd-gaits-tiny"
+MODEL_SETTINGS_FILE = "akd.json"  # beside model_index.json: the SDS settings a model folder suits
+MODEL_SETTINGS_KEYS = ("param", "distill", "prompt_phrases", "about")
 VIDEO_MODEL_ENV = "AKD_VIDEO_MODEL"
 # where the shipped prior is looked for, in order: the repository's models/ (source checkout, editable install),
 # then the data files of an installed package
@@ -65,4 +82,56 @@ def resolve_video_model(video_model: str | Path | None = None) -> Path:
         f"--prior tiny (random weights, for smoke tests).")
 
 
-__all__ = ["DEFAULT_MODEL_NAME", "MODELS_DIRS", "VIDEO_MODEL_ENV", "default_model_dir", "resolve_video_model"]
+def prior_prompt(prompt: str, folder: str | Path | None) -> str:
+    """The prompt as the folder's text encoder should read it: every phrase of its akd.json ``prompt_phrases``
+    (whole words, case-insensitive, longest phrase first) replaced by the phrase it maps to; ``prompt`` itself for
+    a folder without them. A small prior with a word-level tokenizer knows only its captions' words and word order
+    (the shipped prior: "a dog trotting fast forward"); a word it never saw is spelled out letter by letter."""
+    phrases = model_settings(folder).get("prompt_phrases", {})
+    if not phrases:
+        return prompt
+    text = " ".join(str(prompt).split())
+    pattern = re.compile(r"\b(" + "|".join(re.escape(" ".join(k.split())) for k in
+                                            sorted(phrases, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+    lookup = {" ".join(k.split()).lower(): v for k, v in phrases.items()}
+    return " ".join(pattern.sub(lambda m: lookup[m.group(0).lower()], text).split())
+
+
+def model_settings(folder: str | Path | None) -> dict[str, Any]:
+    """The ``akd.json`` of a model folder as {"param": str, "distill": {field: value}, "about": str} (only the keys
+    the file has); {} for None or a folder without the file.
+
+    Raises ConfigError naming the file, the field and the fix for a file that is not a JSON object of those keys
+    (the values of ``param`` and of the ``distill`` fields are checked by akd_core.sds.distill, which knows them)."""
+    if folder is None:
+        return {}
+    path = Path(folder) / MODEL_SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read it as JSON ({exc}); fix the file or delete it (the folder then gets "
+                          f"the per-frame SDS defaults)") from exc
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path}: must hold a JSON object like {{\"param\": \"phase\"}}, got "
+                          f"{type(settings).__name__}")
+    unknown = sorted(set(settings) - set(MODEL_SETTINGS_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown field(s) {', '.join(map(repr, unknown))}; the fields are "
+                          f"{', '.join(MODEL_SETTINGS_KEYS)}")
+    if "param" in settings and not isinstance(settings["param"], str):
+        raise ConfigError(f"{path}: field 'param' must be a string (frames or phase), got {settings['param']!r}")
+    phrases = settings.get("prompt_phrases", {})
+    if not isinstance(phrases, dict) or not all(isinstance(k, str) and k.strip() and isinstance(v, str)
+                                                for k, v in phrases.items()):
+        raise ConfigError(f"{path}: field 'prompt_phrases' must map phrases to phrases "
+                          f"({{\"forward quickly\": \"fast forward\"}}), got {phrases!r}")
+    if "distill" in settings and not isinstance(settings["distill"], dict):
+        raise ConfigError(f"{path}: field 'distill' must be an object of akd distill settings "
+                          f"({{\"n_gaussians\": 2000, ...}}), got {settings['distill']!r}")
+    return settings
+
+
+__all__ = ["DEFAULT_MODEL_NAME", "MODELS_DIRS", "MODEL_SETTINGS_FILE", "VIDEO_MODEL_ENV", "default_model_dir",
+           "model_settings", "prior_prompt", "resolve_video_model"]

@@ -1,0 +1,101 @@
+"""`akd eval-policy POLICY --robot ROBOT [--controller policy|mpc] [--episodes N --seconds S --push-mps V
+--push-every S --friction LO,HI --mass-scale LO,HI --obs-noise X] [--json FILE]`: closed-loop evaluation under
+pushes and randomised physics; the MPC expert is measured by the same command (``--controller mpc``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from akd_core.io.errors import ConfigError
+from akd_core.learn.env import Randomisation, WorldPhysics
+from akd_core.learn.evaluate import EvalConfig, ExpertController, PolicyController, evaluate, passes, write_report
+from akd_core.learn.expert import ExpertConfig
+from akd_core.learn.policy import check_robot_matches, load_policy
+from akd_core.model.load import load_robot
+
+from .options import add_robot_options
+
+
+def _pair(text: str, flag: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in str(text).split(","))
+    except ValueError as exc:
+        raise ConfigError(f"{flag} must be LO,HI (two numbers), got {text!r}") from exc
+    return lo, hi
+
+
+def add_randomisation_arguments(parser) -> None:
+    """The disturbances of an evaluation (and of DAgger's rollouts): the issue's defaults."""
+    parser.add_argument("--push-mps", type=float, default=0.4, help="push: base velocity kick, m/s (default 0.4)")
+    parser.add_argument("--push-every", type=float, default=2.0, help="seconds between pushes (default 2; 0: none)")
+    parser.add_argument("--friction", default="0.6,1.2", help="ground friction range LO,HI (default 0.6,1.2)")
+    parser.add_argument("--mass-scale", default="0.9,1.1", help="base mass scale range LO,HI (default 0.9,1.1)")
+    parser.add_argument("--obs-noise", type=float, default=1.0,
+                        help="observation noise level (1 = joint 0.01 rad, 1.5 rad/s, gyro 0.2 rad/s, gravity 0.05;"
+                             " default 1)")
+    parser.add_argument("--latency", default="0,0.02", help="action latency range LO,HI in s (default 0,0.02)")
+    parser.add_argument("--expert-samples", type=int, default=None,
+                        help="MPC expert: candidates per re-plan (default: the tracker's for this robot)")
+    parser.add_argument("--expert-replan", type=int, default=1,
+                        help="MPC expert: control periods between re-plans (default 1: at the control rate)")
+    parser.add_argument("--expert-anchor", type=float, default=0.05, metavar="M",
+                        help="MPC expert: shift the reference horizontally once a push moved the base more than M "
+                             "from it (default 0.05; 0 = never)")
+
+
+def randomisation(args: argparse.Namespace) -> Randomisation:
+    rand = Randomisation(push_mps=args.push_mps, push_every_s=args.push_every,
+                         friction=_pair(args.friction, "--friction"), mass_scale=_pair(args.mass_scale, "--mass-scale"),
+                         obs_noise=args.obs_noise, latency_s=_pair(args.latency, "--latency"))
+    rand.check()
+    return rand
+
+
+def expert_config(args: argparse.Namespace) -> ExpertConfig:
+    if args.expert_replan < 1:
+        raise ConfigError(f"--expert-replan must be at least 1, got {args.expert_replan}")
+    return ExpertConfig(samples=args.expert_samples, replan_frames=args.expert_replan,
+                        anchor_radius_m=args.expert_anchor if args.expert_anchor > 0 else None, seed=args.seed)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("policy", type=Path, help="policy file from `akd train-policy` (.pt)")
+    add_robot_options(parser)
+    parser.add_argument("--controller", choices=("policy", "mpc"), default="policy",
+                        help="evaluate the policy (default) or the MPC expert on the policy's clips")
+    parser.add_argument("--seconds", type=float, default=20.0, help="episode length (default 20)")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="episode draws (same seed = same episodes)")
+    add_randomisation_arguments(parser)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the report here (finished episodes are checkpointed beside it, FILE.ckpt)")
+    parser.add_argument("--video", type=Path, default=None, help="write an MP4 of the first episode here")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy, meta = load_policy(args.policy)
+    robot = load_robot(args.robot, args.package_path)
+    check_robot_matches(meta.joint_names, robot, "the policy")
+    cfg = EvalConfig(seconds=args.seconds, episodes=args.episodes, seed=args.seed, randomisation=randomisation(args))
+    controller = (ExpertController(expert_config(args)) if args.controller == "mpc"
+                  else PolicyController(policy, cfg.randomisation.obs_noise, name=meta.method))
+    checkpoint = args.json.with_name(args.json.name + ".ckpt") if args.json is not None else None
+    report, trajectories = evaluate(robot, WorldPhysics.from_dict(meta.physics), meta.clips, meta.starts, controller,
+                                    cfg, checkpoint=checkpoint, keep_trajectories=1 if args.video else 0)
+    report["policy"] = str(args.policy)
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
+    print(f"{controller.name} on '{robot.name}': {report['episodes']} episodes x {args.seconds:g} s, pushes "
+          f"{args.push_mps:g} m/s every {args.push_every:g} s, friction {args.friction}, mass x{args.mass_scale}")
+    print(f"  falls {report['falls']}/{report['episodes']}, joint RMSE {fmt(report['joint_rmse_rad'], '.3f')} rad, "
+          f"distance ratio {fmt(report['distance_ratio'], '.2f')}, speed {fmt(report['mean_speed_mps'], '.2f')} "
+          f"m/s (reference {fmt(report['reference_speed_mps'], '.2f')}), {report['wall_seconds']:.0f} s")
+    if args.json is not None:
+        write_report(args.json, report)
+        if checkpoint is not None and checkpoint.exists():
+            checkpoint.unlink()
+    if args.video is not None and trajectories:
+        from akd_core.learn.video import write_rollout_video
+
+        print(f"  video -> {write_rollout_video(robot, meta, trajectories[0], args.video)}")
+    return 0 if passes(report, max_falls=report["episodes"] // 10) else 1

@@ -1,0 +1,113 @@
+"""`akd train-policy DATASET --robot ROBOT --method bc|dagger -o POLICY.pt` (and `akd train-bc`, its BC alias)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from akd_core.cli.eval_policy import add_randomisation_arguments, expert_config, randomisation
+from akd_core.cli.options import add_robot_options
+from akd_core.io.errors import ConfigError
+from akd_core.learn.bc import BCConfig, train_bc
+from akd_core.learn.dagger import DaggerConfig, train_dagger
+from akd_core.learn.dataset import load_dataset
+from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
+from akd_core.model.load import load_robot
+
+METHODS = ("bc", "dagger")
+
+
+def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> None:
+    """Options of `akd train-policy` (``bc_alias``: `akd train-bc`, no --method and no DAgger options)."""
+    parser.add_argument("dataset", type=Path, help="HDF5 dataset from `akd export RUN [RUN...] --format hdf5`")
+    add_robot_options(parser)
+    parser.add_argument("-o", "--output", type=Path, required=True, help="policy file to write (.pt)")
+    if not bc_alias:
+        parser.add_argument("--method", choices=METHODS, default="dagger",
+                            help="bc: behaviour cloning; dagger: BC, then DAgger with the MPC expert (default)")
+    parser.add_argument("--onnx", type=Path, default=None, help="also write the ONNX export here")
+    parser.add_argument("--epochs", type=int, default=300, help="BC epochs (default 300)")
+    parser.add_argument("--hidden", default=",".join(map(str, DEFAULT_HIDDEN)),
+                        help="hidden layer widths, comma-separated (default 256,256)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    noise_flag = "--obs-noise" if bc_alias else "--fit-noise"
+    parser.add_argument(noise_flag, dest="fit_noise", type=float, default=0.2,
+                        help="std of training noise on normalised observations (default 0.2; 0 = none)")
+    parser.add_argument("--action-mode", choices=ACTION_MODES, default="reference",
+                        help="the network predicts the PD target's offset from the reference angles one period "
+                             "ahead (default) or the absolute target")
+    parser.add_argument("--seed", type=int, default=0)
+    if bc_alias:
+        return
+    group = parser.add_argument_group("DAgger (--method dagger)")
+    group.add_argument("--iterations", type=int, default=4, help="DAgger iterations after BC (default 4)")
+    group.add_argument("--episodes", type=int, default=4, help="rollouts per iteration (default 4)")
+    group.add_argument("--episode-seconds", type=float, default=4.0, help="rollout length, s (default 4)")
+    group.add_argument("--label-every", type=int, default=2,
+                       help="control periods between states the expert labels (default 2)")
+    group.add_argument("--beta", type=float, default=0.5,
+                       help="probability the expert's target is executed at a labelled state, iteration 1 "
+                            "(default 0.5; halves every iteration, --beta-decay)")
+    group.add_argument("--beta-decay", type=float, default=0.5)
+    group.add_argument("--dagger-epochs", type=int, default=100, help="epochs of each retraining (default 100)")
+    group.add_argument("--expert-report", type=Path, default=None,
+                       help="JSON of `akd eval-policy ... --controller mpc` showing the expert passes the "
+                            "evaluation (default: evaluate it here first, --gate-episodes x --gate-seconds)")
+    group.add_argument("--gate-episodes", type=int, default=2)
+    group.add_argument("--gate-seconds", type=float, default=10.0)
+    group.add_argument("--no-resume", action="store_true", help="ignore the checkpoint OUTPUT.ckpt and start over")
+    add_randomisation_arguments(group)
+
+
+def add_bc_arguments(parser: argparse.ArgumentParser) -> None:
+    """`akd train-bc`: the alias of `akd train-policy --method bc`."""
+    add_arguments(parser, bc_alias=True)
+
+
+def _hidden(text: str) -> tuple[int, ...]:
+    try:
+        hidden = tuple(int(h) for h in str(text).split(",") if h.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--hidden must be comma-separated integers, got {text!r}") from exc
+    if not hidden or min(hidden) < 1:
+        raise ConfigError(f"--hidden must list positive layer widths, got {text!r}")
+    return hidden
+
+
+def run(args: argparse.Namespace) -> int:
+    method = getattr(args, "method", "bc")
+    bc = BCConfig(hidden=_hidden(args.hidden), action_mode=args.action_mode, seed=args.seed,
+                  fit=FitConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+                                obs_noise=args.fit_noise))
+    if args.epochs < 1:
+        raise ConfigError(f"--epochs must be at least 1, got {args.epochs}")
+    robot = load_robot(args.robot, args.package_path)
+    dataset = load_dataset(args.dataset)
+    if method == "bc":
+        policy, meta, metrics = train_bc(dataset, robot, bc)
+    else:
+        cfg = DaggerConfig(iterations=args.iterations, episodes=args.episodes, episode_s=args.episode_seconds,
+                           label_every=args.label_every, beta0=args.beta, beta_decay=args.beta_decay,
+                           randomisation=randomisation(args), expert=expert_config(args), bc=bc,
+                           fit=FitConfig(epochs=args.dagger_epochs, lr=args.lr, batch_size=args.batch_size,
+                                         obs_noise=args.fit_noise),
+                           gate_episodes=args.gate_episodes, gate_seconds=args.gate_seconds, seed=args.seed)
+        checkpoint = args.output.with_name(args.output.name + ".ckpt")
+        if args.no_resume and checkpoint.exists():
+            checkpoint.unlink()
+        policy, meta, metrics = train_dagger(dataset, robot, cfg, checkpoint=checkpoint,
+                                             expert_report=args.expert_report)
+    save_policy(args.output, policy, meta)
+    line = (f"{method}: {metrics['num_demos']} demos, {metrics['num_samples']} samples, "
+            f"{metrics['train_seconds']:.1f} s")
+    if method == "dagger":
+        line += f", {metrics['labels']} expert labels over {metrics['iterations']} iterations"
+    else:
+        line += f", PD-target RMSE {metrics['target_rmse_rad']:.4f} rad"
+    print(f"{line} -> {args.output}")
+    if args.onnx is not None:
+        from akd_core.learn.onnx_export import export_onnx
+
+        print(f"ONNX -> {export_onnx(policy, meta, args.onnx)}")
+    return 0

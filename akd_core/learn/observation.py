@@ -1,0 +1,122 @@
+"""What a tracking policy observes: only what a real robot measures, plus the reference it is asked to follow.
+
+Measured (a robot's joint encoders and IMU; no base position and no base linear velocity: AKD does not estimate it):
+
+| term | size | source |
+|---|---|---|
+| joint_pos, joint_vel | J, J | encoders (rad, rad/s) |
+| last_target | J | the PD target the policy sent last |
+| gravity_body | 3 | IMU orientation: unit gravity in the base frame (roll and pitch) |
+| ang_vel_body | 3 | IMU gyro: base angular velocity in the base frame (rad/s) |
+| heading_error | 2 | IMU orientation: sin, cos of (reference yaw - base yaw) |
+
+Reference (from the clip being tracked, continued past its end by :mod:`akd_core.learn.reference`):
+
+| term | size | meaning |
+|---|---|---|
+| ref_clock | 2 | sin, cos of the gait phase 2 pi f t - phi0 |
+| ref_joint_pos_1, ref_joint_pos_4 | J, J | reference joint angles 1 and 4 control periods ahead |
+| ref_lin_vel_heading | 3 | reference base velocity in its own heading (yaw-only) frame, m/s |
+| ref_yaw_rate | 1 | reference yaw rate, rad/s |
+| ref_gravity_body | 3 | gravity in the reference base frame one period ahead (the tilt asked for) |
+
+Everything is in the base or heading frame, so the policy does not depend on where the robot is or which way it
+faces, only on how far its heading is from the reference's. Observation noise (:func:`noise_scales`) is uniform with
+legged_gym's per-term scales in physical units (joint_pos 0.01 rad, joint_vel 1.5 rad/s, gravity 0.05, gyro
+0.2 rad/s; heading 0.02), times the evaluation's ``--obs-noise`` level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from akd_core.learn.reference import ReferenceClip, yaw_of
+from akd_core.model.spatial import quat_to_matrix
+
+REFERENCE_OFFSETS = (1, 4)  # control periods ahead of the reference joint angles in the observation
+NOISE_SCALES = {"joint_pos": 0.01, "joint_vel": 1.5, "gravity_body": 0.05, "ang_vel_body": 0.2,
+                "heading_error": 0.02}
+
+
+def observation_layout(num_joints: int) -> list[tuple[str, int]]:
+    """Names and sizes of the observation terms, in order."""
+    j = num_joints
+    return [("joint_pos", j), ("joint_vel", j), ("last_target", j), ("gravity_body", 3), ("ang_vel_body", 3),
+            ("heading_error", 2), ("ref_clock", 2), *[(f"ref_joint_pos_{k}", j) for k in REFERENCE_OFFSETS],
+            ("ref_lin_vel_heading", 3), ("ref_yaw_rate", 1), ("ref_gravity_body", 3)]
+
+
+def observation_slices(layout: list[tuple[str, int]]) -> dict[str, slice]:
+    """Name -> slice of the observation vector."""
+    out, start = {}, 0
+    for name, size in layout:
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
+def noise_scales(num_joints: int) -> np.ndarray:
+    """(D,) half-width of the uniform observation noise per column at noise level 1."""
+    layout = observation_layout(num_joints)
+    return np.concatenate([np.full(size, NOISE_SCALES.get(name, 0.0)) for name, size in layout])
+
+
+def reference_features(clip: ReferenceClip, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference terms (N, 2J + 12) in layout order (ref_clock ... ref_gravity_body) at absolute control frames
+    (N,), and the reference yaw (N,) at those frames (for heading_error)."""
+    frames = np.asarray(frames, dtype=np.int64).reshape(-1)
+    first, last = int(frames.min()), int(frames.max()) + max(REFERENCE_OFFSETS) + 1
+    f = clip.frames(last - first + 1, first)
+    at = frames - first
+    quat = f["root_quat"]
+    yaw = np.unwrap(yaw_of(quat))
+    dt = clip.dt
+    vel = np.gradient(f["root_pos"], dt, axis=0) if len(quat) > 1 else np.zeros_like(f["root_pos"])
+    yaw_rate = np.gradient(yaw, dt) if len(quat) > 1 else np.zeros_like(yaw)
+    c, s = np.cos(yaw[at]), np.sin(yaw[at])
+    v = vel[at]
+    lin_heading = np.stack([c * v[:, 0] + s * v[:, 1], -s * v[:, 0] + c * v[:, 1], v[:, 2]], -1)
+    rot_next = quat_to_matrix(quat[at + 1])  # (N, 3, 3) body -> world
+    gravity_next = -rot_next[..., 2, :]  # R^T (0, 0, -1)
+    clock = f["clock"][at]
+    parts = [np.sin(clock)[:, None], np.cos(clock)[:, None], *[f["joint_pos"][at + k] for k in REFERENCE_OFFSETS],
+             lin_heading, yaw_rate[at][:, None], gravity_next]
+    return np.concatenate(parts, axis=1), yaw[at]
+
+
+def measured_terms(joint_pos: np.ndarray, joint_vel: np.ndarray, last_target: np.ndarray, root_quat: np.ndarray,
+                   ang_vel_body: np.ndarray, ref_yaw: np.ndarray) -> np.ndarray:
+    """Measured terms (N, 3J + 8) in layout order from encoders (N, J), the last targets (N, J), the IMU orientation
+    (N, 4) xyzw, the gyro (N, 3) (base frame) and the reference yaw (N,)."""
+    rot = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))  # (N, 3, 3) body -> world
+    gravity = -rot[..., 2, :]
+    err = np.asarray(ref_yaw, dtype=np.float64) - yaw_of(root_quat)
+    return np.concatenate([joint_pos, joint_vel, last_target, gravity, ang_vel_body, np.sin(err)[:, None],
+                           np.cos(err)[:, None]], axis=1)
+
+
+def build_observations(joint_pos: np.ndarray, joint_vel: np.ndarray, last_target: np.ndarray, root_quat: np.ndarray,
+                       ang_vel_body: np.ndarray, clip: ReferenceClip, frames: np.ndarray,
+                       noise: np.ndarray | None = None) -> np.ndarray:
+    """Observations (N, 5J + 17) float32 in the order of :func:`observation_layout`; ``noise`` (N, D) is added when
+    given (see :func:`sample_noise`)."""
+    ref, ref_yaw = reference_features(clip, frames)
+    obs = np.concatenate([measured_terms(joint_pos, joint_vel, last_target, root_quat, ang_vel_body, ref_yaw), ref],
+                         axis=1)
+    if noise is not None:
+        obs = obs + noise
+    return obs.astype(np.float32)
+
+
+def sample_noise(rng: np.random.Generator, rows: int, num_joints: int, level: float) -> np.ndarray | None:
+    """(rows, D) uniform noise at ``level`` times :func:`noise_scales`, or None at level 0."""
+    if level <= 0:
+        return None
+    scales = noise_scales(num_joints)
+    return rng.uniform(-1.0, 1.0, size=(rows, scales.size)) * scales * level
+
+
+def body_angular_velocity(root_quat: np.ndarray, root_ang_vel_world: np.ndarray) -> np.ndarray:
+    """World-frame angular velocities (N, 3) -> the base frame (what a gyro reads)."""
+    rot = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))
+    return np.einsum("nji,nj->ni", rot, np.asarray(root_ang_vel_world, dtype=np.float64))

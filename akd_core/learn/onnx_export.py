@@ -1,0 +1,173 @@
+"""A trained policy as one ONNX graph with everything a deployment needs in its metadata, and the onnxruntime
+runner the ROS 2 policy node uses.
+
+Graph (opset 17, batch dimension ``N`` free): input ``obs`` [N, D] float32 in the layout of
+:func:`akd_core.learn.observation.observation_layout`; output ``pd_target`` [N, J] float32, the absolute PD targets
+(rad) in ``joint_names`` order. Normalisation, the MLP (Gemm + Elu) and, for ``action_mode = reference``, the
+addition of the observation's ``ref_joint_pos_1`` are inside the graph. The caller clips the targets to the joint
+limits and rate-limits them (``limits`` below), as :func:`akd_core.learn.policy.clip_to_limits` does.
+
+``metadata_props`` (all strings; JSON where structured):
+``akd_format`` ("akd-policy-onnx"), ``akd_version``, ``robot``, ``joint_names``, ``control_hz``, ``dt``,
+``observation_layout`` ([[name, size], ...]), ``reference_offsets``, ``action`` (text), ``action_mode``, ``kp``,
+``kd`` (N m/rad, N m s/rad per joint: the PD law ``tau = kp (target - q) - kd qdot`` the policy was trained under),
+``default_pose`` (the first clip's starting PD targets), ``limits`` ({lower, upper, velocity}), ``physics``
+(armature, sim_dt, contact), ``clips`` (the reference clips, :meth:`ReferenceClip.to_dict` as JSON lists),
+``start_states`` (each clip's first simulated state: where an episode starts), ``method``, ``train_summary``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from akd_core.io.errors import ConfigError, DependencyError
+from akd_core.io.fileio import atomic_path
+from akd_core.learn.observation import REFERENCE_OFFSETS, observation_slices
+from akd_core.learn.policy import PolicyMeta, TrackingPolicy
+from akd_core.learn.reference import ReferenceClip
+
+ONNX_FORMAT = "akd-policy-onnx"
+ONNX_VERSION = 1
+OPSET = 17
+
+
+def _onnx():
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError as exc:
+        raise DependencyError("exporting a policy to ONNX needs the onnx package: pip install onnx") from exc
+    return onnx, TensorProto, helper, numpy_helper
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: arrays -> lists rounded to float32 precision (7 significant digits)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "f":
+            return [float(f"{v:.7g}") for v in value.reshape(-1)] if value.ndim <= 1 else \
+                [_plain(row) for row in value]
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
+    """The ``metadata_props`` of the export (module docstring)."""
+    train = {k: v for k, v in meta.train.items() if isinstance(v, (int, float, str, bool))}
+    starts = [{k: np.asarray(v)[0] for k, v in s.items()} for s in meta.starts]
+    fields = {
+        "akd_format": ONNX_FORMAT, "akd_version": ONNX_VERSION, "robot": meta.robot,
+        "joint_names": list(meta.joint_names), "control_hz": 1.0 / meta.dt, "dt": meta.dt,
+        "observation_layout": [[n, s] for n, s in meta.obs_layout], "reference_offsets": list(REFERENCE_OFFSETS),
+        "action": "absolute PD targets (rad) per joint in joint_names order, for the PD law tau = kp (target - q) - "
+                  "kd qdot; sent every 1/control_hz s, linear between control frames",
+        "action_mode": action_mode, "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
+        "default_pose": np.asarray(meta.starts[0]["actions"][0], np.float64) if meta.starts else [],
+        "limits": meta.limits, "physics": meta.physics, "clips": [c.to_dict() for c in meta.clips],
+        "start_states": starts, "method": meta.method, "train_summary": train,
+    }
+    return {k: v if isinstance(v, str) else json.dumps(_plain(v)) for k, v in fields.items()}
+
+
+def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
+    """The ONNX ModelProto of ``policy`` (module docstring)."""
+    onnx, TensorProto, helper, numpy_helper = _onnx()
+    state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in policy.state_dict().items()}
+    obs_dim, joints = state["obs_mean"].size, state["act_mean"].size
+    inits = [numpy_helper.from_array(state[k], k) for k in ("obs_mean", "obs_std", "act_mean", "act_std")]
+    nodes = [helper.make_node("Sub", ["obs", "obs_mean"], ["centred"]),
+             helper.make_node("Div", ["centred", "obs_std"], ["x0"])]
+    linears = [m for m in policy.net if hasattr(m, "weight")]
+    x = "x0"
+    for i, layer in enumerate(linears):
+        w, b = f"w{i}", f"b{i}"
+        inits += [numpy_helper.from_array(layer.weight.detach().numpy().astype(np.float32), w),
+                  numpy_helper.from_array(layer.bias.detach().numpy().astype(np.float32), b)]
+        nodes.append(helper.make_node("Gemm", [x, w, b], [f"h{i}"], transB=1))
+        x = f"h{i}"
+        if i < len(linears) - 1:
+            nodes.append(helper.make_node("Elu", [x], [f"a{i}"], alpha=1.0))
+            x = f"a{i}"
+    nodes += [helper.make_node("Mul", [x, "act_std"], ["scaled"]),
+              helper.make_node("Add", ["scaled", "act_mean"], ["action"])]
+    if policy.action_mode == "reference":
+        ref = observation_slices(meta.obs_layout)["ref_joint_pos_1"]
+        inits += [numpy_helper.from_array(np.array([ref.start], np.int64), "ref_start"),
+                  numpy_helper.from_array(np.array([ref.stop], np.int64), "ref_stop"),
+                  numpy_helper.from_array(np.array([1], np.int64), "ref_axis")]
+        nodes += [helper.make_node("Slice", ["obs", "ref_start", "ref_stop", "ref_axis"], ["ref_joint_pos_1"]),
+                  helper.make_node("Add", ["ref_joint_pos_1", "action"], ["pd_target"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["action"], ["pd_target"]))
+    graph = helper.make_graph(nodes, "akd_policy", [helper.make_tensor_value_info("obs", TensorProto.FLOAT,
+                                                                                    ["N", obs_dim])],
+                              [helper.make_tensor_value_info("pd_target", TensorProto.FLOAT, ["N", joints])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="akd")
+    model.ir_version = min(model.ir_version, 10)
+    for key, value in onnx_metadata(meta, policy.action_mode).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.checker.check_model(model)
+    return model
+
+
+def export_onnx(policy: TrackingPolicy, meta: PolicyMeta, path: str | Path) -> Path:
+    """Write ``policy`` as ONNX to ``path`` atomically."""
+    model = build_onnx(policy, meta)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_bytes(model.SerializeToString())
+    return path
+
+
+class OnnxPolicy:
+    """An exported policy run by onnxruntime, with its metadata parsed (what the ROS 2 policy node runs)."""
+
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"ONNX policy {path} does not exist; write one with "
+                              "`akd export-policy POLICY.pt -o POLICY.onnx`")
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise DependencyError("running an ONNX policy needs onnxruntime: pip install onnxruntime") from exc
+        try:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for a corrupt file
+            raise ConfigError(f"{path} is not a loadable ONNX model ({exc})") from exc
+        props = self.session.get_modelmeta().custom_metadata_map
+        if props.get("akd_format") != ONNX_FORMAT:
+            raise ConfigError(f"{path} is not an AKD policy export (metadata akd_format != '{ONNX_FORMAT}'); "
+                              "write one with `akd export-policy`")
+        self.path = path
+        self.meta = {k: (v if k in ("akd_format", "robot", "action", "action_mode", "method") else json.loads(v))
+                     for k, v in props.items()}
+        self.joint_names: list[str] = list(self.meta["joint_names"])
+        self.dt = float(self.meta["dt"])
+        self.layout = [(str(n), int(s)) for n, s in self.meta["observation_layout"]]
+        self.clips = [ReferenceClip.from_dict(c) for c in self.meta["clips"]]
+        self.limits = {k: np.asarray([np.inf if v is None else v for v in vals], np.float64)
+                       for k, vals in self.meta["limits"].items()}
+        self.start_states = [{k: np.asarray(v, np.float64) for k, v in s.items()} for s in self.meta["start_states"]]
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """PD targets (N, J) float64 from observations (N, D)."""
+        out = self.session.run(["pd_target"], {"obs": np.asarray(obs, dtype=np.float32).reshape(-1, self.obs_dim)})
+        return out[0].astype(np.float64)
+
+    @property
+    def obs_dim(self) -> int:
+        return sum(s for _, s in self.layout)
