@@ -219,6 +219,40 @@ def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
     assert TR.sized(TR.TrackingConfig(samples=5, noise_rad=0.2), humanoid, walk, "cpu")[0].noise_rad == 0.2
 
 
+def test_a_bipeds_planner_rolls_out_in_a_coarser_model_as_stiff_as_the_executed_one(a1):
+    """Bipeds plan at 2x the executed step with the executed model's contact time constant (MuJoCo would otherwise
+    soften it to two of its steps); quadrupeds and --plan-dt 0 plan in the executed model itself. From the same
+    state, a standing humanoid's 0.2 s in the planning model stays within a few millimetres of the executed model's,
+    and no deeper in the ground: the candidates are scored on the physics that then runs."""
+    import mujoco
+
+    from akd_core.model.load import load_robot
+    from akd_core.motion.gait import GaitSpec, generate_gait
+
+    humanoid = load_robot("humanoid")
+    walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.6, fps=50.0)
+    setup = TR.build(humanoid, walk, TR.TrackingConfig())
+    fine, coarse = setup.engine, setup.planning_engine
+    assert coarse is not fine and coarse.sim_dt == pytest.approx(2 * fine.sim_dt)
+    assert coarse.steps * 2 == fine.steps
+    np.testing.assert_allclose(coarse.model.geom_solref[:, 0], fine.model.geom_solref[:, 0])
+    assert fine.model.geom_solref[0, 0] < 2 * coarse.sim_dt  # stiffer than MuJoCo's floor: kept on purpose
+    assert coarse.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE
+    stand = np.repeat(setup.feedforward[None, :1], 11, axis=1)
+    start = fine.start(setup.start)
+    a, b = fine.rollout(start, stand), coarse.rollout(start, stand)
+    assert not a.diverged.any() and not b.diverged.any()
+    assert np.abs(a.link_pos - b.link_pos).max() < 0.005
+    assert b.states.root_pos[0, -1, 2] > a.states.root_pos[0, -1, 2] - 0.002
+    assert TR.build(humanoid, walk, TR.TrackingConfig(plan_dt=0)).planning_engine.sim_dt == fine.sim_dt
+    quad = TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig())
+    assert quad.planning_engine is quad.engine
+    assert TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig(plan_dt=0.004)).planning_engine.sim_dt \
+        == pytest.approx(0.004)
+    with pytest.raises(ConfigError, match="--plan-dt"):
+        TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig(plan_dt=-1.0))
+
+
 def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, caplog):
     """If the planner ends worse than the feedforward or naive replay (upright first, then link error), the better
     replay is stored instead, and the metrics and the log say so."""

@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
     parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
     parser.add_argument("--replan", type=float, default=0.04, help="MPC re-plan period, s (default 0.04)")
+    parser.add_argument("--plan-dt", type=float, default=None,
+                        help="MuJoCo step of the MPC's candidate rollouts, s (default: bipeds 2 x the tracking "
+                             "step, with its contact stiffness; other robots and 0: the tracking step). What is "
+                             "executed always steps at --sim-dt")
     parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim-dt", type=float, default=None,
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
                           samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
-                          horizon_s=args.horizon, replan_s=args.replan, contact_mu=args.mu, seed=args.seed,
+                          horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
+                          seed=args.seed,
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
                           lr=args.lr, inverse_dynamics=not args.no_inverse_dynamics,

@@ -112,7 +112,7 @@ class MPCExpert:
             nominal.append(last)
         s = self._anchored(t, start)
         window = PlanWindow(s, t, t_end, knot_frames, executed)
-        result = self.planner.improve(np.array(nominal), partial(window.score, s.engine.rollout, start))
+        result = self.planner.improve(np.array(nominal), partial(window.score, s.planning_engine.rollout, start))
         for f, v in zip(knot_frames, result.nominal):
             known[int(f)] = v
         self.knots = known

@@ -79,6 +79,10 @@ class TrackingConfig:
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
     horizon_s: float | None = None  # planning horizon (default 0.4 s, 0.8 for bipeds)
     replan_s: float = 0.04  # executed between re-plans
+    # MuJoCo step of the planner's rollouts (s): None = BIPED_PLAN_STEP_FACTOR x the tracking step for bipeds (where
+    # the control period holds a whole number of them), the tracking step itself for other robots and at 0; what is
+    # executed always steps at sim_dt
+    plan_dt: float | None = None
     select: str = "mean"  # planner output: softmax mean of the candidates (MPPI) or the best one ("best")
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
     knot_s: float = 0.1  # knot spacing
@@ -98,6 +102,12 @@ class TrackingConfig:
         return dataclasses.asdict(self)
 
 
+# A biped's planner rolls out at twice the executed step (MuJoCo only), with the fine model's contact stiffness
+# (MujocoEngine's planning model): half the cost of its long (0.8 s), wide (64) rollout batches. Measured
+# (docs/tracking.md, "Planning model"): g1 "walk forward" 4 s 0.0225 -> 0.0161 m link error, 100 -> 58 s. Not for
+# quadrupeds: a1 trot 0.016 -> 0.021 m, solo12 0.017 -> 0.026 m, go2 0.016 -> 0.028 m for 1.3-2x less time.
+BIPED_PLAN_STEP_FACTOR = 2
+
 # Two feet give a narrow support: staying upright comes before following the links (measured on the built-in
 # humanoid and ostrich 4 s walks: with the quadruped weights both fell; with these both stay within 10 deg)
 BIPED_WEIGHTS = CostWeights(orientation=2.0, height=3.0)
@@ -110,7 +120,8 @@ class Setup:
     robot: Robot
     reference: Motion  # at the control rate
     physics: PhysicsParams
-    engine: Engine
+    engine: Engine  # executes: the clip, the committed plans
+    planning_engine: Engine  # scores the planner's candidates (``engine`` itself or a coarser-step MuJoCo model)
     cost: TrackingCost
     ref: Reference
     start: BodyState  # float32-representable start state
@@ -181,6 +192,7 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
     engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device)
+    planning_engine = planning_model(cfg, engine, robot, physics, is_biped(robot, reference))
     root0, shift = start_pose(robot, reference)
     start = BodyState(root0, reference.root_quat[0], reference.joint_pos[0], reference.root_lin_vel()[0],
                       reference.root_ang_vel()[0], reference.joint_vel()[0]).astype(np.float32).astype(np.float64)
@@ -203,11 +215,33 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
         # the ground pushes at the parts the schedule puts down (the toe line alone at toe-off)
         torques, _ = inverse_dynamics_torques(robot, reference, physics, feet, root_pos=ref_root,
                                               stance=schedule.intended)
-    return Setup(robot=robot, reference=reference, physics=physics, engine=engine, cost=cost, ref=ref, start=start,
+    return Setup(robot=robot, reference=reference, physics=physics, engine=engine, planning_engine=planning_engine,
+                 cost=cost, ref=ref, start=start,
                  height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
                                                                      cfg.velocity_feedforward, torques),
                  cfg=cfg, sampling=sampling, weights=weights, horizon=frames(horizon_s), replan=frames(cfg.replan_s),
                  knot=frames(cfg.knot_s))
+
+
+def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: PhysicsParams,
+                   biped: bool = False) -> Engine:
+    """The engine the planner rolls candidates out in: for MuJoCo a model stepping ``cfg.plan_dt`` (default
+    BIPED_PLAN_STEP_FACTOR x the executed step for a biped, rounded down to a divisor of the substeps) with the
+    executed model's contact time constant; ``engine`` itself for Newton, ``plan_dt=0`` or a factor of 1."""
+    if cfg.plan_dt is not None and (not np.isfinite(cfg.plan_dt) or cfg.plan_dt < 0):
+        raise ConfigError(f"--plan-dt must be >= 0 seconds (0: plan at the tracking step), got {cfg.plan_dt!r}")
+    if engine.name != "mujoco" or cfg.plan_dt == 0:
+        return engine
+    default = BIPED_PLAN_STEP_FACTOR if biped else 1
+    factor = default if cfg.plan_dt is None else max(1, int(round(cfg.plan_dt / engine.sim_dt)))
+    factor = min(factor, engine.steps)
+    while engine.steps % factor:
+        factor -= 1
+    if factor == 1:
+        return engine
+    timeconst = max(physics.contact.solref_timeconst_s, 2.0 * engine.sim_dt)  # the executed model's
+    return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
+                       engine.link_names, contact_timeconst_s=timeconst)
 
 
 # ----------------------------------------------------------------------------- execution record
@@ -363,7 +397,7 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
                 nominal.append(last)
             nominal = np.array(nominal)
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
-            score = partial(window.score, engine.rollout, st["engine_state"])
+            score = partial(window.score, setup.planning_engine.rollout, st["engine_state"])
             result = planner.improve(nominal, score)
             for f, v in zip(knot_frames, result.nominal):
                 known[int(f)] = v
@@ -496,7 +530,8 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
                 "rollouts": info["rollouts"], "replans": info["replans"], "mean_plan_cost": info["mean_plan_cost"],
                 "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
-                "sim_dt_s": engine.sim_dt, "control_hz": setup.reference.fps, "device": engine.device,
+                "sim_dt_s": engine.sim_dt, "plan_dt_s": setup.planning_engine.sim_dt,
+                "control_hz": setup.reference.fps, "device": engine.device,
                 "height_shift_m": setup.height_shift, "weights": dataclasses.asdict(setup.weights),
                 "inverse_dynamics": cfg.inverse_dynamics, "feedforward_ok_m": cfg.feedforward_ok_m,
                 **setup.physics.to_dict()})

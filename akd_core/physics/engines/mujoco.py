@@ -40,13 +40,16 @@ def import_mujoco():
 
 
 def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
-                 link_names: list[str] | None = None):
+                 link_names: list[str] | None = None, contact_timeconst_s: float | None = None):
     """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
-    also the sensors :class:`MujocoEngine` reads."""
+    also the sensors :class:`MujocoEngine` reads. ``contact_timeconst_s`` (a planning model, see
+    :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
     # MuJoCo needs timeconst >= 2 timesteps to stay stable; stiffer than that it silently clamps
     timeconst = max(contact.solref_timeconst_s, 2.0 * timestep)
+    if contact_timeconst_s is not None:
+        timeconst = float(contact_timeconst_s)
     if robot.mjcf_path is not None:  # an MJCF robot tracks on its own model, AKD's PD actuators and ground added
         spec = tracking_spec(robot, kp=physics.kp, kd=physics.kd, armature=physics.armature, effort=physics.effort,
                              timestep=timestep, friction=contact.mu, impratio=contact.impratio,
@@ -85,6 +88,8 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     for joint in robot.joint_names:
         spec.add_sensor(name=f"tau:{joint}", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
                         objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=joint)
+    if contact_timeconst_s is not None and timeconst < 2.0 * timestep:
+        spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE  # keep the stiffness MuJoCo would clamp
     model = spec.compile()
     return model, mujoco.MjData(model)
 
@@ -98,18 +103,24 @@ class MujocoState:
 
 
 class MujocoEngine:
-    """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to the CPU count."""
+    """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to the CPU count.
+
+    ``contact_timeconst_s`` makes a *planning model*: a coarser step (e.g. 2x) with the contact and joint-limit
+    stiffness of the model it plans for, instead of the softer contacts MuJoCo's two-step floor would give it. Its
+    states are the same vectors as the fine model's (same MJCF, another ``opt.timestep``), so a planner can roll out
+    candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`)."""
 
     name = "mujoco"
     device = "cpu"
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
-                 link_names: list[str] | None = None, threads: int | None = None):
+                 link_names: list[str] | None = None, threads: int | None = None,
+                 contact_timeconst_s: float | None = None):
         mujoco, mj_rollout = import_mujoco()
         self.mujoco, self.robot, self.physics, self.feet = mujoco, robot, physics, feet
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
-        self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names)
+        self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names, contact_timeconst_s)
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
