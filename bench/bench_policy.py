@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--expert-replan", type=int, default=1)
     parser.add_argument("--expert-anchor", type=float, default=0.05)
+    parser.add_argument("--expert-samples", type=int, default=None, help="MPC expert samples (default: the tracker's)")
     parser.add_argument("--expert-report", type=Path, default=None)
     parser.add_argument("--skip", default="", help="comma-separated: bc, dagger, mpc")
     args = parser.parse_args()
@@ -107,7 +108,8 @@ def main() -> None:
                     "--no-require-crosscheck"]) == 0
     robot = load_robot(robot_spec(args.robot))
     dataset = load_dataset(dataset_path)
-    expert = ExpertConfig(replan_frames=args.expert_replan, anchor_radius_m=args.expert_anchor or None)
+    expert = ExpertConfig(samples=args.expert_samples, replan_frames=args.expert_replan,
+                          anchor_radius_m=args.expert_anchor or None)
     cfg = EvalConfig(seconds=args.seconds, episodes=args.episodes, seed=0)
     times = json.loads((root / "times.json").read_text()) if (root / "times.json").exists() else {}
     rows = []

@@ -381,9 +381,19 @@ def test_eval_report_schema_same_draws_for_every_controller_and_resume(trained, 
     again, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.PolicyController(policy, 1.0), cfg,
                           checkpoint=ckpt, progress=False)  # resumed: both episodes come from the checkpoint
     assert again["per_episode"] == report["per_episode"] and again["wall_seconds"] < report["wall_seconds"]
+    other = TrackingPolicy(policy.obs_mean.numel(), quadruped.num_dofs)
+    other.load_state_dict(policy.state_dict())
+    with torch.no_grad():
+        next(other.net.parameters()).mul_(0.5)  # a retrained policy of the same name never resumes this one's
+    assert V.PolicyController(other, 1.0).settings() != V.PolicyController(policy, 1.0).settings()
     draws = [(r["clip"], r["friction"], r["mass_scale"], r["latency_s"]) for r in report["per_episode"]]
-    expert, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.ExpertController(ExpertConfig(samples=4)),
-                           V.EvalConfig(seconds=0.1, episodes=2, seed=3), progress=False)
+    short = V.EvalConfig(seconds=0.1, episodes=2, seed=3)
+    expert_ckpt = tmp_path / "expert.ckpt"
+    V.evaluate(quadruped, physics, meta.clips, meta.starts, V.ExpertController(ExpertConfig(samples=4)), short,
+               checkpoint=expert_ckpt, progress=False)
+    expert, _ = V.evaluate(quadruped, physics, meta.clips, meta.starts, V.ExpertController(ExpertConfig(samples=5)),
+                           short, checkpoint=expert_ckpt, progress=False)  # another expert: evaluated afresh
+    assert json.loads(expert_ckpt.read_text())["key"]["settings"]["samples"] == 5
     assert draws == [(r["clip"], r["friction"], r["mass_scale"], r["latency_s"]) for r in expert["per_episode"]]
     assert expert["controller"] == "mpc" and expert["clips"] == ["demo_0", "demo_1"]
 

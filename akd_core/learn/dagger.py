@@ -102,6 +102,9 @@ class LabellingRollout:
         self.start = 0
         self.expert_steps = 0
 
+    def settings(self) -> dict[str, Any]:
+        return {"policy": self.policy.settings(), "beta": self.beta, "expert": dataclasses.asdict(self.cfg.expert)}
+
     def begin(self, world: SimWorld, clip: ReferenceClip, draw: EpisodeDraw, frames: int) -> None:
         self.policy.begin(world, clip, draw, frames)
         self.expert = MPCExpert(world, clip, draw.start_frame + frames + 1, self.cfg.expert)

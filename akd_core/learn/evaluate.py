@@ -17,6 +17,8 @@ Aggregates: ``falls``; ``joint_rmse_rad`` pooled over every scored frame of ever
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -48,6 +50,10 @@ class Controller(Protocol):
 
     name: str
 
+    def settings(self) -> dict[str, Any]:
+        """What makes this controller act as it does (JSON-able): part of an evaluation checkpoint's key, so a
+        changed expert or retrained policy never resumes another one's episodes."""
+
     def begin(self, world: SimWorld, clip: ReferenceClip, draw: EpisodeDraw, frames: int) -> None:
         """Called once per episode before the first :meth:`act`."""
 
@@ -62,6 +68,13 @@ class PolicyController:
         self.policy, self.obs_noise, self.name = policy, float(obs_noise), name
         self.clip: ReferenceClip | None = None
         self.rng = np.random.default_rng(0)
+
+    def settings(self) -> dict[str, Any]:
+        digest = hashlib.sha1()
+        for name, tensor in sorted(self.policy.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().numpy().tobytes())
+        return {"weights_sha1": digest.hexdigest(), "obs_noise": self.obs_noise}
 
     def begin(self, world: SimWorld, clip: ReferenceClip, draw: EpisodeDraw, frames: int) -> None:
         self.clip, self.rng = clip, np.random.default_rng(draw.noise_seed)
@@ -86,6 +99,9 @@ class ExpertController:
     def __init__(self, cfg: ExpertConfig | None = None):
         self.cfg = cfg or ExpertConfig()
         self.expert: MPCExpert | None = None
+
+    def settings(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.cfg)
 
     def begin(self, world: SimWorld, clip: ReferenceClip, draw: EpisodeDraw, frames: int) -> None:
         self.expert = MPCExpert(world, clip, draw.start_frame + frames + 1, self.cfg)
@@ -203,7 +219,8 @@ def evaluate(robot: Robot, physics: WorldPhysics, clips: list[ReferenceClip], st
     episodes are saved there after each one and a re-run with the same settings resumes after them. Returns the
     report (aggregates + ``per_episode`` rows + settings) and the first ``keep_trajectories`` trajectories."""
     frames = int(round(cfg.seconds / physics.dt))
-    key = {"controller": controller.name, **cfg.to_dict(), "clips": [c.name for c in clips]}
+    key = {"controller": controller.name, "settings": controller.settings(), **cfg.to_dict(),
+           "clips": [c.name for c in clips]}
     rows: list[dict[str, Any]] = []
     if checkpoint is not None and checkpoint.exists():
         saved = json.loads(checkpoint.read_text())
