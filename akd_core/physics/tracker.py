@@ -34,6 +34,7 @@ from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
 from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
+from akd_core.physics.engines.mujoco import contact_timeconst
 from akd_core.physics.engines.warp_runtime import resolve_device
 from akd_core.physics.gradient import track_adam
 from akd_core.physics.inverse import inverse_dynamics_torques
@@ -239,9 +240,8 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
         factor -= 1
     if factor == 1:
         return engine
-    timeconst = max(physics.contact.solref_timeconst_s, 2.0 * engine.sim_dt)  # the executed model's
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
-                       engine.link_names, contact_timeconst_s=timeconst)
+                       engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt))
 
 
 # ----------------------------------------------------------------------------- execution record

@@ -39,6 +39,12 @@ def import_mujoco():
     return mujoco, mj_rollout
 
 
+def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
+    """The contact (and joint-limit) time constant a model stepping ``timestep`` gets: MuJoCo needs >= 2 timesteps
+    to stay stable, and stiffer than that it silently clamps."""
+    return max(physics.contact.solref_timeconst_s, 2.0 * timestep)
+
+
 def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
                  link_names: list[str] | None = None, contact_timeconst_s: float | None = None):
     """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
@@ -46,10 +52,7 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
-    # MuJoCo needs timeconst >= 2 timesteps to stay stable; stiffer than that it silently clamps
-    timeconst = max(contact.solref_timeconst_s, 2.0 * timestep)
-    if contact_timeconst_s is not None:
-        timeconst = float(contact_timeconst_s)
+    timeconst = contact_timeconst(physics, timestep) if contact_timeconst_s is None else float(contact_timeconst_s)
     if robot.mjcf_path is not None:  # an MJCF robot tracks on its own model, AKD's PD actuators and ground added
         spec = tracking_spec(robot, kp=physics.kp, kd=physics.kd, armature=physics.armature, effort=physics.effort,
                              timestep=timestep, friction=contact.mu, impratio=contact.impratio,
