@@ -81,6 +81,10 @@ def compare_gsplat(size: int, num: int, frames: int) -> dict:
     means, covars, colors, opacities = robot_cloud(num, frames)
     viewmats, K = follow_camera(means, size, size)
     out = {}
+    # warm-up: gsplat's first call JIT-compiles (or loads) its CUDA extension and initialises the CUDA context
+    rasterize(means[:1, :100], covars[:1, :100], colors[:100], opacities[:100], viewmats[:1], K, 32, 32,
+              backend="gsplat")
+    torch.cuda.synchronize()
     for backend in ("torch", "gsplat"):
         start = time.perf_counter()
         rgb, alpha = rasterize(means, covars, colors, opacities, viewmats, K, size, size, backend=backend)

@@ -113,3 +113,38 @@ def test_newton_crosscheck_fails_when_effort_limits_are_one_percent_of_real(a1, 
     assert not result["passed"], result
     assert result["joint_rmse_rad"] > 2 * C.DEFAULT_THRESHOLD_RAD
     assert not C.crosscheck(a1, tracked, weak, "mujoco", open_loop_s=0)["passed"]
+
+
+def test_newton_engine_keeps_each_batch_size_and_rolls_out_as_a_fresh_one(a1, mpc_trot):
+    """The MPC alternates N candidate worlds with one executed world: the engine keeps a model per world count
+    (rebuilding a 1024-world model every re-plan cost seconds on CUDA) and what it rolls out after switching back
+    equals a freshly built engine's, world by world, to float rounding."""
+    from akd_core.physics.engines import make_engine
+    from akd_core.physics.engines.base import Feet
+
+    tracked, metrics = mpc_trot
+    physics = physics_from_dict(a1, metrics)
+    states = C.tracked_states(tracked)
+    targets = np.asarray(tracked.pd_targets, dtype=np.float64)[:6]
+    starts = [states[0], states[3], states[7]]
+    batch = np.stack([targets, targets[::-1], targets + 0.05])
+
+    def engine():
+        return make_engine("newton", a1, physics, tracked.dt / 4, 4, Feet((), np.zeros((0, 3))), C.mass_links(a1))
+
+    fresh3, fresh1 = engine(), engine()
+    want3 = fresh3.rollout(starts, batch).states
+    want1 = fresh1.rollout(states[5], targets[None]).states
+    sim = engine()
+    sim.rollout(starts, batch)
+    model3 = sim.model
+    for _ in range(2):
+        got1 = sim.rollout(states[5], targets[None]).states
+        got3 = sim.rollout(starts, batch).states
+        assert sim.model is model3 and sim.worlds == 3
+        for got, want in ((got1, want1), (got3, want3)):
+            np.testing.assert_allclose(got.joint_pos, want.joint_pos, atol=1e-5)
+            np.testing.assert_allclose(got.root_pos, want.root_pos, atol=1e-5)
+            np.testing.assert_allclose(got.root_lin_vel, want.root_lin_vel, atol=1e-4)
+    # the rollouts differ per world (the batch is not one world copied)
+    assert np.abs(want3.joint_pos[0, -1] - want3.joint_pos[2, -1]).max() > 1e-3

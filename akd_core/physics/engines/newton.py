@@ -173,7 +173,24 @@ class NewtonEngine:
         self._allocate(max(1, worlds))
 
     # -- building -------------------------------------------------------------
+    # what one world count owns: kept per count, so that alternating batch sizes (the MPC's N candidates, then one
+    # executed world; the cross-check's windows, then its open-loop replay) reuse their models, solver buffers and
+    # CUDA graphs instead of rebuilding them every call (a 1024-world model takes seconds to finalize)
+    _SIZED = ("worlds", "model", "model_source", "solver", "state_a", "state_b", "control", "pipeline", "contacts",
+              "q_index", "qd_index", "free_q", "free_qd", "link_bodies", "root_com", "q_index_wp", "qd_index_wp",
+              "kp", "kd", "effort", "foot_bodies", "foot_local", "link_local", "targets", "torque_log", "foot_log",
+              "nq", "nqd", "_graph", "_warm")
+    KEEP_SIZES = 3
+
     def _allocate(self, worlds: int) -> None:
+        kept = self.__dict__.setdefault("_kept", {})
+        if self.worlds:
+            kept[self.worlds] = {k: self.__dict__[k] for k in self._SIZED}
+        if worlds in kept:
+            self.__dict__.update(kept.pop(worlds))
+            return
+        while len(kept) >= self.KEEP_SIZES:  # the least recently used count goes
+            kept.pop(next(iter(kept)))
         wp, newton, robot, dev = self.wp, self.newton, self.robot, self.device
         self.worlds = worlds
         m = self.model = newton_model(robot, self.physics, worlds, dev)
@@ -251,34 +268,36 @@ class NewtonEngine:
         return start
 
     def _load(self, starts: list[BodyState]) -> None:
+        start = BodyState.stack(starts)  # (W, ...)
+        quat = np.asarray(start.root_quat, dtype=np.float64)
+        quat = quat / np.linalg.norm(quat, axis=-1, keepdims=True)
         q = self.model.joint_q.numpy().astype(np.float64)
         qd = np.zeros(self.nqd)
-        for w, s in enumerate(starts):
-            quat = np.asarray(s.root_quat, dtype=np.float64)
-            quat = quat / np.linalg.norm(quat)
-            fq, fqd = self.free_q[w], self.free_qd[w]
-            q[fq:fq + 3], q[fq + 3:fq + 7] = s.root_pos, quat
-            q[self.q_index[w]] = s.joint_pos
-            com_offset = quat_to_matrix(quat) @ self.root_com
-            qd[fqd:fqd + 3] = np.asarray(s.root_lin_vel) + np.cross(s.root_ang_vel, com_offset)  # origin -> COM
-            qd[fqd + 3:fqd + 6] = s.root_ang_vel
-            qd[self.qd_index[w]] = s.joint_vel
+        three, four = np.arange(3), np.arange(4)
+        q[self.free_q[:, None] + three] = start.root_pos
+        q[self.free_q[:, None] + 3 + four] = quat
+        q[self.q_index] = start.joint_pos
+        com_offset = (quat_to_matrix(quat) @ self.root_com[:, None])[..., 0]
+        omega = np.asarray(start.root_ang_vel, dtype=np.float64)
+        qd[self.free_qd[:, None] + three] = np.asarray(start.root_lin_vel) + np.cross(omega, com_offset)  # -> COM
+        qd[self.free_qd[:, None] + 3 + three] = omega
+        qd[self.qd_index] = start.joint_vel
         self.state_a.joint_q.assign(q.astype(np.float32))
         self.state_a.joint_qd.assign(qd.astype(np.float32))
         self.newton.eval_fk(self.model, self.state_a.joint_q, self.state_a.joint_qd, self.state_a)
 
     def _read(self, n: int) -> BodyState:
+        """The first ``n`` worlds' states, vectorised over worlds (1024 worlds on CUDA: no per-world Python)."""
         q = self.state_a.joint_q.numpy().astype(np.float64)
         qd = self.state_a.joint_qd.numpy().astype(np.float64)
-        out = []
-        for w in range(n):
-            fq, fqd = self.free_q[w], self.free_qd[w]
-            quat = q[fq + 3:fq + 7]
-            omega = qd[fqd + 3:fqd + 6]
-            out.append(BodyState(root_pos=q[fq:fq + 3].copy(), root_quat=quat.copy(), joint_pos=q[self.q_index[w]],
-                                 root_lin_vel=qd[fqd:fqd + 3] - np.cross(omega, quat_to_matrix(quat) @ self.root_com),
-                                 root_ang_vel=omega.copy(), joint_vel=qd[self.qd_index[w]]))
-        return BodyState.stack(out)
+        three = np.arange(3)
+        fq, fqd = self.free_q[:n, None], self.free_qd[:n, None]
+        quat = q[fq + 3 + np.arange(4)]
+        omega = qd[fqd + 3 + three]
+        com_offset = (quat_to_matrix(quat) @ self.root_com[:, None])[..., 0]
+        return BodyState(root_pos=q[fq + three], root_quat=quat, joint_pos=q[self.q_index[:n]],
+                         root_lin_vel=qd[fqd + three] - np.cross(omega, com_offset), root_ang_vel=omega,
+                         joint_vel=qd[self.qd_index[:n]])
 
     # -- stepping -------------------------------------------------------------
     def _chunk(self) -> None:
