@@ -93,6 +93,9 @@ class TrackingConfig:
     # skip the MPC when the feedforward replay already tracks upright within this link error (m) and
     # FEEDFORWARD_OK_HEADING_DEG of heading; 0: always plan
     feedforward_ok_m: float = 0.02
+    # with the default --samples, a result looser than this link error (m) or fallen is re-planned once with
+    # RETRY_SAMPLES_FACTOR x the samples and the better kept; None: RETRY_ABOVE_M by robot kind; 0: never
+    retry_above_m: float | None = None
     seed: int = 0
     # the gradient method (--method adam): see akd_core.physics.gradient
     window_s: float | None = 0.5
@@ -102,6 +105,12 @@ class TrackingConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+
+# The link errors a tracked clip should meet (the figures the issues hold quadrupeds and bipeds to): above them, with
+# the default sample count, the MPC re-plans the clip once with twice the samples and keeps the better result.
+# Measured (docs/tracking.md, "Second attempt"): the a2 (40 kg, MJCF) demo trot 0.039 -> 0.017 m.
+RETRY_ABOVE_M = {"quadruped": 0.03, "biped": 0.08}
+RETRY_SAMPLES_FACTOR = 2
 
 # A biped's planner rolls out at twice the executed step (MuJoCo only), with the fine model's contact stiffness
 # (MujocoEngine's planning model): half the cost of its long (0.8 s), wide (64) rollout batches. Measured
@@ -494,10 +503,47 @@ def one_torch_thread():
         torch.set_num_threads(threads)
 
 
+def retry_limit(cfg: TrackingConfig, setup: Setup) -> float:
+    """The link error above which a default-sampled MPC result is re-planned (0: never; explicit --samples are
+    used as given)."""
+    if cfg.samples is not None:
+        return 0.0
+    if cfg.retry_above_m is not None:
+        if cfg.retry_above_m < 0:
+            raise ConfigError(f"--retry-above must be >= 0 m (0: never re-plan), got {cfg.retry_above_m}")
+        return float(cfg.retry_above_m)
+    return RETRY_ABOVE_M["biped" if is_biped(setup.robot, setup.reference) else "quadruped"]
+
+
+def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit: float, tracked: TrackedMotion,
+                    metrics: dict[str, Any], selected: str, info: dict[str, Any]):
+    """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples (its own checkpoint, so an interrupted second
+    attempt resumes without redoing the first); keep whichever of the two tracks better."""
+    first = {"samples": setup.sampling.samples, "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"],
+             "selected_targets": selected, "seconds": info["seconds"]}
+    more = dataclasses.replace(setup, sampling=dataclasses.replace(
+        setup.sampling, samples=setup.sampling.samples * RETRY_SAMPLES_FACTOR))
+    log.warning("tracked link error %.3f m%s is above %.3f m: planning the clip again with %d samples",
+                metrics["link_pos_err_m"], " and it fell" if metrics["fell"] else "", limit, more.sampling.samples)
+    again = None if checkpoint is None else checkpoint.with_name(
+        f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")
+    pd_targets, record, info2 = track_mpc(more, again, progress)
+    tracked2, metrics2 = record_metrics(more, record, pd_targets)
+    second = {"samples": more.sampling.samples, "link_pos_err_m": metrics2["link_pos_err_m"],
+              "fell": metrics2["fell"], "selected_targets": "optimised", "seconds": info2["seconds"]}
+    both = {"attempts": [first, second], "rollouts": info["rollouts"] + info2["rollouts"],
+            "seconds": info["seconds"] + info2["seconds"]}
+    if tracks_better(metrics2, metrics):
+        return more, tracked2, metrics2, "optimised", dict(info2, **both)
+    log.warning("the second attempt tracked no better (%.3f m): keeping the first", metrics2["link_pos_err_m"])
+    return setup, tracked, metrics, selected, dict(info, **both)
+
+
 def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpoint: Path | None,
                       progress: bool) -> tuple[TrackedMotion, dict[str, Any]]:
     tic = time.perf_counter()
     setup = build(robot, motion, cfg)
+    limit = retry_limit(cfg, setup)  # a bad --retry-above fails here, before any rollout
     naive_targets = setup.reference.joint_pos.astype(np.float32)
     naive_record, _ = execute(setup.engine, setup.start, naive_targets.astype(np.float64))
     naive, naive_metrics = record_metrics(setup, naive_record, naive_targets)
@@ -519,6 +565,9 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
         tracked, metrics = record_metrics(setup, record, pd_targets)
         selected, tracked, metrics = keep_best_replay(setup, tracked, metrics, (
             ("feedforward", ff_targets, ff_tracked, ff_metrics), ("naive", naive_targets, naive, naive_metrics)))
+        if limit and (metrics["fell"] or metrics["link_pos_err_m"] > limit):
+            setup, tracked, metrics, selected, info = _second_attempt(setup, checkpoint, progress, limit, tracked,
+                                                                      metrics, selected, info)
     tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
@@ -534,6 +583,7 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
                 "control_hz": setup.reference.fps, "device": engine.device,
                 "height_shift_m": setup.height_shift, "weights": dataclasses.asdict(setup.weights),
                 "inverse_dynamics": cfg.inverse_dynamics, "feedforward_ok_m": cfg.feedforward_ok_m,
+                "retry_above_m": limit, "attempts": info.get("attempts"),
                 **setup.physics.to_dict()})
     if metrics["fell"]:
         log.warning(fall_warning(metrics))
@@ -552,8 +602,9 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     robot = load_run_robot(run)  # an MJCF robot: its robot.xml, which MuJoCo tracks on
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
     checkpoint = run.file(CHECKPOINT)
-    if not resume and checkpoint.exists():
-        checkpoint.unlink()
+    if not resume:
+        for old in (checkpoint, checkpoint.with_name(f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")):
+            old.unlink(missing_ok=True)
     with run.running_stage("track", cfg.to_dict()) as metrics:
         tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
         tracked.save(run.file(TRACKED))
