@@ -443,6 +443,39 @@ def test_dagger_labels_the_states_the_policy_visits_and_resumes(dataset, quadrup
     np.testing.assert_array_equal(again.act(obs), policy.act(obs))
 
 
+def test_dagger_expert_takes_over_a_rollout_in_danger_and_labels_every_period(dataset, quadruped, trained):
+    """SafeDAgger-like take-over: past the tilt (or below the height) the expert drives and labels every control
+    period; below it the policy drives and every second period is labelled. The danger test on a 30 deg tilt."""
+    from types import SimpleNamespace
+
+    from akd_core.learn.dagger import LabellingRollout
+
+    clips = [d.reference for d in dataset.demos]
+    starts = [B.demo_starts(d) for d in dataset.demos]
+    physics = B.dataset_physics(dataset, quadruped)
+    draw = E.draw_episode(CALM, 0, 0, len(clips), 10, DT)
+    counts = {}
+    for tilt in (1e-3, 59.0):  # always in danger / never
+        cfg = DaggerConfig(beta0=0.0, takeover_tilt_deg=tilt, takeover_height_frac=0.0, takeover_s=0.1,
+                           expert=ExpertConfig(samples=4), randomisation=CALM)
+        rollout = LabellingRollout(trained[0], cfg, 0.0, np.random.default_rng(0))
+        V.run_episode(quadruped, physics, clips[draw.clip], starts[draw.clip], draw, rollout, 10, 0.0)
+        counts[tilt] = (len(rollout.obs), rollout.expert_steps, rollout.takeovers)
+    assert counts[59.0] == (5, 0, 0)
+    labels, driven, takeovers = counts[1e-3]
+    assert labels == 10 and takeovers == 1 and driven >= 9  # the start itself may be level to 1e-3 deg
+    rollout = LabellingRollout(trained[0], DaggerConfig(), 0.0, np.random.default_rng(0))
+    world = SimpleNamespace(start_height=0.4)
+    half = math.radians(30.0) / 2
+    tilted = BodyState(np.array([0.0, 0.0, 0.4]), np.array([math.sin(half), 0.0, 0.0, math.cos(half)]),
+                       np.zeros(28), np.zeros(3), np.zeros(3), np.zeros(28))
+    level = BodyState(**{**tilted.__dict__, "root_quat": np.array([0.0, 0.0, 0.0, 1.0])})
+    sunk = BodyState(**{**level.__dict__, "root_pos": np.array([0.0, 0.0, 0.25])})
+    assert rollout.in_danger(world, tilted) and rollout.in_danger(world, sunk) and not rollout.in_danger(world, level)
+    with pytest.raises(ConfigError, match="--takeover-tilt"):
+        DaggerConfig(takeover_tilt_deg=-1.0).check()
+
+
 def test_expert_gate_refuses_an_expert_that_fails_or_a_foreign_report(dataset, quadruped, tmp_path):
     clips = [d.reference for d in dataset.demos]
     starts = [B.demo_starts(d) for d in dataset.demos]

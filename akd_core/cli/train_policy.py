@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                        help="probability the expert's target is executed at a labelled state, iteration 1 "
                             "(default 0.5; halves every iteration, --beta-decay)")
     group.add_argument("--beta-decay", type=float, default=0.5)
+    group.add_argument("--takeover-tilt", type=float, default=20.0,
+                       help="expert take-over: when the base tilts past this (deg) the expert drives and labels "
+                            "every period for --takeover-seconds, so rollouts go on through recoveries "
+                            "(default 20; 0 off)")
+    group.add_argument("--takeover-height", type=float, default=0.75,
+                       help="... or when the base sinks below this fraction of its start height (default 0.75)")
+    group.add_argument("--takeover-seconds", type=float, default=0.5, help="take-over length, s (default 0.5)")
     group.add_argument("--dagger-epochs", type=int, default=100, help="epochs of each retraining (default 100)")
     group.add_argument("--expert-report", type=Path, default=None,
                        help="JSON of `akd eval-policy ... --controller mpc` showing the expert passes the "
@@ -89,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg = DaggerConfig(iterations=args.iterations, episodes=args.episodes, episode_s=args.episode_seconds,
                            label_every=args.label_every, beta0=args.beta, beta_decay=args.beta_decay,
+                           takeover_tilt_deg=args.takeover_tilt, takeover_height_frac=args.takeover_height,
+                           takeover_s=args.takeover_seconds,
                            randomisation=randomisation(args), expert=expert_config(args), bc=bc,
                            fit=FitConfig(epochs=args.dagger_epochs, lr=args.lr, batch_size=args.batch_size,
                                          obs_noise=args.fit_noise),

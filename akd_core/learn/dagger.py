@@ -45,6 +45,7 @@ from akd_core.learn.expert import ExpertConfig, MPCExpert
 from akd_core.learn.policy import FitConfig, PolicyMeta, TrackingPolicy, fit
 from akd_core.learn.reference import ReferenceClip
 from akd_core.model.robot import Robot
+from akd_core.model.spatial import quat_to_matrix
 from akd_core.physics.engines.base import BodyState
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,12 @@ class DaggerConfig:
     label_every: int = 2  # control periods between labelled states
     beta0: float = 0.5
     beta_decay: float = 0.5
+    # expert take-over (SafeDAgger-like): when the base tilts past takeover_tilt_deg or sinks below
+    # takeover_height_frac of its start height, the expert drives (and labels every period) for takeover_s, so the
+    # rollout goes on through the recovery instead of ending in a fall; 0 tilt: off
+    takeover_tilt_deg: float = 20.0
+    takeover_height_frac: float = 0.75
+    takeover_s: float = 0.5
     randomisation: Randomisation = field(default_factory=Randomisation)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
     bc: BCConfig = field(default_factory=BCConfig)
@@ -76,6 +83,9 @@ class DaggerConfig:
                               "--label-every >= 1")
         if not 0.0 <= self.beta0 <= 1.0 or not 0.0 <= self.beta_decay <= 1.0:
             raise ConfigError("--beta and --beta-decay must lie in [0, 1]")
+        if self.takeover_tilt_deg < 0 or not 0.0 <= self.takeover_height_frac < 1.0 or self.takeover_s < 0:
+            raise ConfigError("--takeover-tilt must be >= 0 deg (0: off), --takeover-height in [0, 1) and "
+                              "--takeover-seconds >= 0")
         self.randomisation.check()
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +111,9 @@ class LabellingRollout:
         self.expert: MPCExpert | None = None
         self.start = 0
         self.expert_steps = 0
+        self.takeovers = 0
+        self.takeover_until = -1
+        self.hold = 0
 
     def settings(self) -> dict[str, Any]:
         return {"policy": self.policy.settings(), "beta": self.beta, "expert": dataclasses.asdict(self.cfg.expert)}
@@ -109,18 +122,33 @@ class LabellingRollout:
         self.policy.begin(world, clip, draw, frames)
         self.expert = MPCExpert(world, clip, draw.start_frame + frames + 1, self.cfg.expert)
         self.start = draw.start_frame
+        self.hold = int(round(self.cfg.takeover_s / world.dt))
+
+    def in_danger(self, world: SimWorld, state: BodyState) -> bool:
+        """The base tilts past the take-over angle or sinks below the take-over height: a fall is coming."""
+        if not self.cfg.takeover_tilt_deg:
+            return False
+        up_z = quat_to_matrix(np.asarray(state.root_quat, dtype=np.float64))[2, 2]
+        tilt = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
+        return bool(tilt > self.cfg.takeover_tilt_deg
+                    or state.root_pos[2] < self.cfg.takeover_height_frac * world.start_height)
 
     def act(self, world: SimWorld, frame: int, state: BodyState) -> np.ndarray:
         obs = self.policy.observe(world, frame, state)
         action = self.policy.policy.act(obs)[0]
-        if (frame - self.start) % self.cfg.label_every:
+        if self.in_danger(world, state):
+            if frame >= self.takeover_until:
+                self.takeovers += 1
+            self.takeover_until = frame + self.hold
+        taking_over = frame < self.takeover_until
+        if (frame - self.start) % self.cfg.label_every and not taking_over:
             return action
         label = self.expert.act(frame, world.engine_state(), world.last_target)
         self.obs.append(obs[0])
         self.labels.append(label.astype(np.float32))
         if self.bar is not None:
             self.bar.update(1)
-        if self.rng.random() < self.beta:
+        if taking_over or self.rng.random() < self.beta:
             self.expert_steps += 1
             return label
         return action
@@ -236,6 +264,7 @@ def train_dagger(dataset: PolicyDataset, robot: Robot, cfg: DaggerConfig | None 
                                      cfg.randomisation.push_mps)
                 state["episodes"].append({"fell": row["fell"], "upright_s": row["upright_s"],
                                           "labels": len(rollout.obs), "expert_steps": rollout.expert_steps,
+                                          "takeovers": rollout.takeovers,
                                           "joint_rmse_rad": row["joint_rmse_rad"]})
                 state["label_obs"].append(np.asarray(rollout.obs, np.float32).reshape(-1, demo_obs.shape[1]))
                 state["label_targets"].append(np.asarray(rollout.labels, np.float32).reshape(-1, robot.num_dofs))
@@ -247,6 +276,7 @@ def train_dagger(dataset: PolicyDataset, robot: Robot, cfg: DaggerConfig | None 
                          normalise=False)
             episodes = state["episodes"]
             record = {"iteration": it, "beta": beta, "rollout_falls": sum(e["fell"] for e in episodes),
+                      "takeovers": sum(e.get("takeovers", 0) for e in episodes),
                       "rollouts": len(episodes), "labels": sum(e["labels"] for e in episodes),
                       "total_labels": int(len(obs) - len(demo_obs)), "fit_loss": result["final_loss"],
                       "fit_seconds": result["seconds"], "elapsed_s": seconds_before + time.perf_counter() - tic}
