@@ -515,6 +515,11 @@ def retry_limit(cfg: TrackingConfig, setup: Setup) -> float:
     return RETRY_ABOVE_M["biped" if is_biped(setup.robot, setup.reference) else "quadruped"]
 
 
+def retry_checkpoint(checkpoint: Path) -> Path:
+    """The second attempt's checkpoint beside the first's (``track_ckpt-x2.pt``)."""
+    return checkpoint.with_name(f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")
+
+
 def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit: float, tracked: TrackedMotion,
                     metrics: dict[str, Any], selected: str, info: dict[str, Any]):
     """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples (its own checkpoint, so an interrupted second
@@ -525,8 +530,7 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
         setup.sampling, samples=setup.sampling.samples * RETRY_SAMPLES_FACTOR))
     log.warning("tracked link error %.3f m%s is above %.3f m: planning the clip again with %d samples",
                 metrics["link_pos_err_m"], " and it fell" if metrics["fell"] else "", limit, more.sampling.samples)
-    again = None if checkpoint is None else checkpoint.with_name(
-        f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")
+    again = None if checkpoint is None else retry_checkpoint(checkpoint)
     pd_targets, record, info2 = track_mpc(more, again, progress)
     tracked2, metrics2 = record_metrics(more, record, pd_targets)
     second = {"samples": more.sampling.samples, "link_pos_err_m": metrics2["link_pos_err_m"],
@@ -603,7 +607,7 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
     checkpoint = run.file(CHECKPOINT)
     if not resume:
-        for old in (checkpoint, checkpoint.with_name(f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")):
+        for old in (checkpoint, retry_checkpoint(checkpoint)):
             old.unlink(missing_ok=True)
     with run.running_stage("track", cfg.to_dict()) as metrics:
         tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)

@@ -169,6 +169,7 @@ class NewtonEngine:
         self.tile_inertia = tile_inertia
         self.pd_kernel, self.foot_kernel = kernels()
         self.worlds = 0
+        self._kept: dict[int, dict] = {}  # world count -> what _allocate built for it (the current count excluded)
         self._carrier = carriers(robot)
         self._allocate(max(1, worlds))
 
@@ -183,7 +184,7 @@ class NewtonEngine:
     KEEP_SIZES = 3
 
     def _allocate(self, worlds: int) -> None:
-        kept = self.__dict__.setdefault("_kept", {})
+        kept = self._kept
         if self.worlds:
             kept[self.worlds] = {k: self.__dict__[k] for k in self._SIZED}
         if worlds in kept:
