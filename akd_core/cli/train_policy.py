@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
         return
     group = parser.add_argument_group("DAgger (--method dagger)")
     group.add_argument("--iterations", type=int, default=4, help="DAgger iterations after BC (default 4)")
-    group.add_argument("--episodes", type=int, default=4, help="rollouts per iteration (default 4)")
+    group.add_argument("--episodes", type=int, default=12, help="rollouts per iteration (default 12)")
     group.add_argument("--episode-seconds", type=float, default=4.0, help="rollout length, s (default 4)")
     group.add_argument("--label-every", type=int, default=2,
                        help="control periods between states the expert labels (default 2)")

@@ -58,7 +58,7 @@ class ExpertGateError(AKDError):
 @dataclass
 class DaggerConfig:
     iterations: int = 4
-    episodes: int = 4  # rollouts per iteration
+    episodes: int = 12  # rollouts per iteration (a1: 4 -> 12 took falls 7/10 -> 1/10; docs/policy.md)
     episode_s: float = 4.0
     label_every: int = 2  # control periods between labelled states
     beta0: float = 0.5
