@@ -39,13 +39,12 @@ from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.fileio import atomic_path
 from akd_core.learn.bc import BCConfig, demo_starts, policy_meta, train_bc, training_arrays
 from akd_core.learn.dataset import PolicyDataset
-from akd_core.learn.env import EpisodeDraw, Randomisation, SimWorld, WorldPhysics, draw_episode
+from akd_core.learn.env import EpisodeDraw, Randomisation, SimWorld, WorldPhysics, draw_episode, tilt_deg
 from akd_core.learn.evaluate import EvalConfig, ExpertController, PolicyController, evaluate, passes, run_episode
 from akd_core.learn.expert import ExpertConfig, MPCExpert
 from akd_core.learn.policy import FitConfig, PolicyMeta, TrackingPolicy, fit
 from akd_core.learn.reference import ReferenceClip
 from akd_core.model.robot import Robot
-from akd_core.model.spatial import quat_to_matrix
 from akd_core.physics.engines.base import BodyState
 
 log = logging.getLogger(__name__)
@@ -128,9 +127,7 @@ class LabellingRollout:
         """The base tilts past the take-over angle or sinks below the take-over height: a fall is coming."""
         if not self.cfg.takeover_tilt_deg:
             return False
-        up_z = quat_to_matrix(np.asarray(state.root_quat, dtype=np.float64))[2, 2]
-        tilt = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
-        return bool(tilt > self.cfg.takeover_tilt_deg
+        return bool(tilt_deg(state.root_quat) > self.cfg.takeover_tilt_deg
                     or state.root_pos[2] < self.cfg.takeover_height_frac * world.start_height)
 
     def act(self, world: SimWorld, frame: int, state: BodyState) -> np.ndarray:

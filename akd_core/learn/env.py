@@ -155,11 +155,15 @@ def delayed_ramp(before: np.ndarray, current: np.ndarray, target: np.ndarray, st
     return np.where((u >= 0)[:, None], this, last)
 
 
+def tilt_deg(root_quat: np.ndarray) -> float:
+    """Angle between the base's up axis and the world's (deg), from its orientation (xyzw)."""
+    up_z = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))[2, 2]
+    return math.degrees(math.acos(float(np.clip(up_z, -1.0, 1.0))))
+
+
 def fallen(root_pos: np.ndarray, root_quat: np.ndarray, start_height: float) -> bool:
     """Tracking's fall rule: tilt over FALL_TILT_DEG or the root below FALL_HEIGHT_FRACTION of its start height."""
-    up_z = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))[2, 2]
-    tilt = math.degrees(math.acos(float(np.clip(up_z, -1.0, 1.0))))
-    return tilt > FALL_TILT_DEG or float(root_pos[2]) < FALL_HEIGHT_FRACTION * start_height
+    return tilt_deg(root_quat) > FALL_TILT_DEG or float(root_pos[2]) < FALL_HEIGHT_FRACTION * start_height
 
 
 class SimWorld:

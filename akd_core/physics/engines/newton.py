@@ -181,7 +181,7 @@ class NewtonEngine:
               "q_index", "qd_index", "free_q", "free_qd", "link_bodies", "root_com", "q_index_wp", "qd_index_wp",
               "kp", "kd", "effort", "foot_bodies", "foot_local", "link_local", "targets", "torque_log", "foot_log",
               "nq", "nqd", "_graph", "_warm")
-    KEEP_SIZES = 3
+    KEEP_SIZES = 3  # world counts kept besides the current one
 
     def _allocate(self, worlds: int) -> None:
         kept = self._kept
