@@ -27,7 +27,7 @@ from akd_core.learn.dataset import load_dataset
 from akd_core.learn.expert import ExpertConfig, MPCExpert
 from akd_core.learn.onnx_export import OnnxPolicy, export_onnx
 from akd_core.learn.policy import FitConfig, TrackingPolicy, check_robot_matches, load_policy, save_policy
-from akd_core.learn.reference import ReferenceClip, gait_clock, path_progress, yaw_of
+from akd_core.learn.reference import ReferenceClip, gait_clock, path_progress, track_progress, yaw_of
 from akd_core.model.load import load_robot
 from akd_core.model.robot import load_urdf
 from akd_core.motion.clip import Motion, TrackedMotion
@@ -113,6 +113,23 @@ def test_path_progress_is_arc_length_of_the_closest_point():
     assert path_progress(path, np.array([0.5, 0.2])) == pytest.approx(0.5)
     assert path_progress(path, np.array([1.3, 0.4])) == pytest.approx(1.4)
     assert path_progress(path, np.array([-1.0, 0.0])) == 0.0
+
+
+def test_track_progress_counts_the_laps_of_a_path_that_circles():
+    # a turning clip looped for 20 s: 1.25 laps of a 1.5 m circle; the end is where the first lap's quarter is
+    angle = np.linspace(0.0, 2.5 * np.pi, 1001)
+    path = 1.5 * np.stack([np.sin(angle), 1.0 - np.cos(angle)], -1)
+    length = 1.5 * 2.5 * np.pi
+    # the closest point of the end alone finds the first lap: the ratio a perfect follower got before
+    assert path_progress(path, path[-1]) == pytest.approx(length / 5, rel=1e-3)
+    # followed frame by frame, with a small wobble off the path, it is the whole path
+    wobble = path + 0.05 * np.sin(np.linspace(0, 40, len(path)))[:, None]
+    assert track_progress(path, wobble) == pytest.approx(length, rel=0.01)
+    # a robot that walks straight on instead of turning gets only what it shares with the path's start
+    straight = np.stack([np.linspace(0.0, 6.0, 300), np.zeros(300)], -1)
+    assert track_progress(path, straight) < 0.25 * length
+    # standing still: nothing
+    assert track_progress(path, np.zeros((50, 2))) == 0.0
 
 
 # ----------------------------------------------------------------------------- observations

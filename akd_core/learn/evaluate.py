@@ -8,9 +8,10 @@ end the reference continues as its looped steady cycle (:mod:`akd_core.learn.ref
 
 Per episode: ``fell`` (tracking's rule: tilt > 60 deg or the root below half its start height; the episode ends
 there), ``upright_s``, ``joint_rmse_rad`` against the reference's joint angles, leaving out the 0.5 s after each push,
-``progress_m`` (arc length along the reference's horizontal root path of the point closest to where the robot
-ended), ``reference_distance_m`` (the reference path's length over the whole episode), ``distance_ratio`` (their
-ratio: a fall ends it early) and ``mean_speed_mps`` (progress over upright time).
+``progress_m`` (arc length along the reference's horizontal root path reached by the robot: the point on it
+closest to the robot, followed frame by frame so that a path that circles counts its laps),
+``reference_distance_m`` (the reference path's length over the whole episode), ``distance_ratio`` (their ratio: a
+fall ends it early) and ``mean_speed_mps`` (progress over upright time).
 Aggregates: ``falls``; ``joint_rmse_rad`` pooled over every scored frame of every episode (before any fall);
 ``distance_ratio`` and ``mean_speed_mps`` averaged over the episodes that did not fall (null if all fell).
 """
@@ -35,7 +36,7 @@ from akd_core.learn.env import EpisodeDraw, Randomisation, SimWorld, WorldPhysic
 from akd_core.learn.expert import ExpertConfig, MPCExpert
 from akd_core.learn.observation import body_angular_velocity, build_observations, sample_noise
 from akd_core.learn.policy import TrackingPolicy, clip_to_limits
-from akd_core.learn.reference import ReferenceClip, path_progress
+from akd_core.learn.reference import ReferenceClip, track_progress
 from akd_core.model.robot import Robot
 from akd_core.physics.engines.base import BodyState
 from akd_core.physics.targets import max_target_step
@@ -185,7 +186,7 @@ def episode_row(clip: ReferenceClip, draw: EpisodeDraw, traj: dict[str, np.ndarr
     err = traj["joint_pos"] - ref["joint_pos"][:n]
     sq = (err[scored] ** 2).mean(1)
     path = ref["root_pos"][:, :2]
-    progress_m = path_progress(path, traj["root_pos"][-1, :2])
+    progress_m = track_progress(path, traj["root_pos"][:, :2])
     total = float(np.linalg.norm(np.diff(path, axis=0), axis=-1).sum())
     upright = (n - 1) * dt
     return {"index": draw.index, "clip": clip.name, "clip_index": draw.clip, "friction": draw.friction,

@@ -212,13 +212,38 @@ class ReferenceClip:
                    prompt=str(d.get("prompt", "")))
 
 
-def path_progress(path_xy: np.ndarray, point_xy: np.ndarray) -> float:
-    """Arc length (m) along a polyline path (N, 2) of the point on it closest to ``point_xy`` (2,)."""
+PROGRESS_WINDOW_M = 0.5  # how far along the path (either way) the closest point may move between two frames
+
+
+def path_progress(path_xy: np.ndarray, point_xy: np.ndarray, near_m: float | None = None,
+                  window_m: float = PROGRESS_WINDOW_M) -> float:
+    """Arc length (m) along a polyline path (N, 2) of the point on it closest to ``point_xy`` (2,); with ``near_m``
+    only among the path's points within ``window_m`` of arc length ``near_m`` (a path that loops passes near the
+    same place twice: see :func:`track_progress`)."""
     seg = np.diff(path_xy, axis=0)  # (N-1, 2)
     length = np.linalg.norm(seg, axis=-1)
     if len(seg) == 0:
         return 0.0
+    arc = np.r_[0.0, np.cumsum(length)]
     along = np.clip(np.einsum("ni,ni->n", point_xy - path_xy[:-1], seg) / np.maximum(length ** 2, 1e-18), 0.0, 1.0)
+    if near_m is not None:  # the window's ends fall inside segments: clamp each segment's point to the window
+        lo = np.clip((near_m - window_m - arc[:-1]) / np.maximum(length, 1e-18), 0.0, 1.0)
+        hi = np.clip((near_m + window_m - arc[:-1]) / np.maximum(length, 1e-18), 0.0, 1.0)
+        inside = (arc[1:] >= near_m - window_m) & (arc[:-1] <= near_m + window_m)
+        along = np.clip(along, lo, hi)
+    else:
+        inside = np.ones(len(seg), dtype=bool)
     closest = path_xy[:-1] + along[:, None] * seg
-    best = int(np.argmin(np.linalg.norm(closest - point_xy, axis=-1)))
-    return float(np.r_[0.0, np.cumsum(length)][best] + along[best] * length[best])
+    dist = np.where(inside, np.linalg.norm(closest - point_xy, axis=-1), np.inf)
+    best = int(np.argmin(dist))
+    return float(arc[best] + along[best] * length[best])
+
+
+def track_progress(path_xy: np.ndarray, track_xy: np.ndarray, window_m: float = PROGRESS_WINDOW_M) -> float:
+    """Arc length (m) along a path (N, 2) reached by a trajectory (T, 2) that starts at the path's start: the
+    closest point followed frame by frame, each within ``window_m`` of the last. Unlike the closest point of the end
+    alone, this counts a path that circles (a turning clip looped for 20 s) by the laps actually walked."""
+    progress = 0.0
+    for point in np.asarray(track_xy, dtype=np.float64):
+        progress = path_progress(path_xy, point, near_m=progress, window_m=window_m)
+    return progress
