@@ -111,6 +111,34 @@ def test_a_feedforward_replay_that_already_tracks_skips_the_mpc(a1, caplog):
     assert planned["replans"] > 0
 
 
+def test_antithetic_sampling_draws_mirrored_pairs_around_the_nominal():
+    """With antithetic=True the perturbations come in +/- pairs (their sum is 0 for an odd candidate count: nominal +
+    pairs), candidate 0 is still the nominal, and on the known quadratic it descends as the plain draws do."""
+    goal = np.linspace(-0.3, 0.3, 8).reshape(4, 2)
+    seen = []
+
+    def cost(c):
+        seen.append(c.copy())
+        return ((c - goal) ** 2).sum((1, 2))
+
+    planner = SamplingPlanner(SamplingConfig(samples=9, noise_rad=0.2, antithetic=True), seed=2)
+    nominal = np.zeros_like(goal)
+    planner.improve(nominal, cost)
+    candidates = seen[0]
+    np.testing.assert_array_equal(candidates[0], nominal)
+    noise = candidates[1:] - nominal
+    np.testing.assert_allclose(noise[:4], -noise[4:])
+    assert np.abs(noise).min() > 0
+    plain = SamplingPlanner(SamplingConfig(samples=9, noise_rad=0.2), seed=2)
+    seen.clear()
+    plain.improve(nominal, cost)
+    assert np.abs((seen[0][1:] - nominal).sum(0)).max() > 1e-3  # independent draws do not cancel
+    plan = np.zeros_like(goal)
+    for _ in range(20):
+        plan = planner.improve(plan, cost).nominal
+    assert ((plan - goal) ** 2).sum() < 0.1 * (goal ** 2).sum()
+
+
 def test_sampling_planner_keeps_the_nominal_when_nothing_scores():
     planner = SamplingPlanner(SamplingConfig(samples=8, iterations=2), seed=0)
     nominal = np.full((3, 2), 0.1)

@@ -50,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with the default --samples, re-plan a clip once with twice the samples when its link "
                              "error is above this many m or it fell, keeping the better (default 0.03 quadrupeds, "
                              "0.08 bipeds; 0 never)")
+    parser.add_argument("--antithetic", action="store_true",
+                        help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
 
 
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
                           samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
                           horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
-                          retry_above_m=args.retry_above,
+                          retry_above_m=args.retry_above, antithetic=args.antithetic,
                           seed=args.seed,
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,

@@ -30,6 +30,7 @@ class SamplingConfig:
     anneal_knots: float = 2.0  # DIAL beta_2: noise x exp(-(K - 1 - k) / (beta_2 K)) at knot k (0 = nearest)
     temperature: float = 0.5  # softmax temperature on standardised costs
     select: str = "mean"  # "mean": the last round's softmax mean (MPPI/DIAL); "best": the best scored candidate
+    antithetic: bool = False  # draw perturbations in +/- pairs (a lower-variance mean for the same rollouts)
 
 
 @dataclass
@@ -52,6 +53,12 @@ class SamplingPlanner:
         return cfg.noise_rad * np.exp(-round_index / (cfg.anneal_rounds * rounds)
                                       - (knots - 1 - k) / (cfg.anneal_knots * knots))
 
+    def _noise(self, count: int, knots: int, joints: int) -> np.ndarray:
+        if not self.cfg.antithetic:
+            return self.rng.standard_normal((count, knots, joints))
+        half = self.rng.standard_normal(((count + 1) // 2, knots, joints))
+        return np.concatenate([half, -half])[:count]
+
     def improve(self, nominal: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> PlanResult:
         """Anneal ``nominal`` (K, J); ``score`` maps candidates (N, K, J) to costs (N,)."""
         cfg = self.cfg
@@ -59,7 +66,7 @@ class SamplingPlanner:
         best, best_cost, evaluated = nominal.copy(), np.inf, 0
         given, given_cost = nominal.copy(), np.inf
         for r in range(cfg.iterations):
-            noise = self.rng.standard_normal((cfg.samples - 1, knots, joints)) * self.noise_scale(r, knots)[:, None]
+            noise = self._noise(cfg.samples - 1, knots, joints) * self.noise_scale(r, knots)[:, None]
             candidates = np.concatenate([nominal[None], nominal[None] + noise])  # (N, K, J)
             costs = score(candidates)
             evaluated += len(candidates)

@@ -86,6 +86,7 @@ class TrackingConfig:
     plan_dt: float | None = None
     select: str = "mean"  # planner output: softmax mean of the candidates (MPPI) or the best one ("best")
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
+    antithetic: bool = False  # perturbations in +/- pairs
     knot_s: float = 0.1  # knot spacing
     weights: CostWeights | None = None  # default: CostWeights(), or BIPED_WEIGHTS for two-footed robots
     velocity_feedforward: bool = True
@@ -182,7 +183,7 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
                           f"{horizon})")
     weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else CostWeights())
     return SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise, select=cfg.select,
-                          temperature=cfg.temperature), horizon, weights
+                          temperature=cfg.temperature, antithetic=cfg.antithetic), horizon, weights
 
 
 def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | None = None) -> Setup:
