@@ -7,6 +7,7 @@ quadruped tracked by the tracker's feedforward replay in MuJoCo) and share them 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -458,6 +459,11 @@ def test_dagger_labels_the_states_the_policy_visits_and_resumes(dataset, quadrup
     assert metrics2["labels"] == 10 and metrics2["history"] == metrics["history"]
     obs, _ = B.training_arrays(dataset)
     np.testing.assert_array_equal(again.act(obs), policy.act(obs))
+    # more iterations on the finished run: it goes on from iteration 2, keeping iteration 1's labels
+    _, _, metrics3 = train_dagger(dataset, quadruped, dataclasses.replace(cfg, iterations=2), checkpoint=ckpt,
+                                  expert_report=report, progress=False)
+    assert metrics3["history"][0] == metrics["history"][0] and len(metrics3["history"]) == 2
+    assert metrics3["labels"] == 20 and torch.load(ckpt, weights_only=False)["iteration"] == 3
 
 
 def test_dagger_expert_takes_over_a_rollout_in_danger_and_labels_every_period(dataset, quadruped, trained):

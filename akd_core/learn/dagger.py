@@ -18,7 +18,8 @@ Iteration 0 is behaviour cloning on the dataset (:func:`akd_core.learn.bc.train_
 Label budget: ``iterations * episodes * episode_s / (label_every * dt)`` expert re-plans (the cost: each is one
 batch of ``samples`` rollouts over the planning horizon). Before it labels anything the expert must pass the
 evaluation itself (:func:`expert_gate`: a report of ``akd eval-policy --controller mpc`` on the same clips, or a
-short evaluation run here). Checkpoints after every episode; a re-run resumes bit-identically where it stopped.
+short evaluation run here). Checkpoints after every episode; a re-run resumes bit-identically where it stopped, and a
+finished run re-run with a larger ``iterations`` continues from its last iteration.
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ def expert_gate(robot: Robot, physics: WorldPhysics, clips: list[ReferenceClip],
 def _key(dataset: PolicyDataset, cfg: DaggerConfig) -> str:
     import hashlib
 
-    h = hashlib.sha1(json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode())
+    # not the iteration count: it only says where to stop, so a finished run re-run with more iterations goes on
+    settings = {k: v for k, v in cfg.to_dict().items() if k != "iterations"}
+    h = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode())
     for demo in dataset.demos:
         h.update(np.ascontiguousarray(demo.actions).tobytes())
     return h.hexdigest()
