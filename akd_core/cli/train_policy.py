@@ -37,9 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     parser.add_argument("--action-mode", choices=ACTION_MODES, default="reference",
                         help="the network predicts the PD target's offset from the reference angles one period "
                              "ahead (default) or the absolute target")
-    parser.add_argument("--odometry", action=argparse.BooleanOptionalAction, default=False,
-                        help="the network also sees the base velocity estimated by leg odometry from the encoders "
-                             "and the IMU (akd_core.learn.odometry; inside the ONNX graph too). Default off")
     parser.add_argument("--seed", type=int, default=0)
     if bc_alias:
         return
@@ -87,7 +84,7 @@ def _hidden(text: str) -> tuple[int, ...]:
 
 def run(args: argparse.Namespace) -> int:
     method = getattr(args, "method", "bc")
-    bc = BCConfig(hidden=_hidden(args.hidden), action_mode=args.action_mode, seed=args.seed, odometry=args.odometry,
+    bc = BCConfig(hidden=_hidden(args.hidden), action_mode=args.action_mode, seed=args.seed,
                   fit=FitConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                                 obs_noise=args.fit_noise))
     if args.epochs < 1:

@@ -14,11 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from akd_core.io.errors import ConfigError
 from akd_core.learn.dataset import OBS_KEYS, Demo, PolicyDataset
 from akd_core.learn.env import WorldPhysics
 from akd_core.learn.observation import body_angular_velocity, build_observations, observation_layout
-from akd_core.learn.odometry import FootChains, LegOdometry
 from akd_core.learn.policy import (
     DEFAULT_HIDDEN,
     FitConfig,
@@ -40,7 +38,6 @@ class BCConfig:
     action_mode: str = "reference"
     fit: FitConfig = field(default_factory=FitConfig)
     seed: int = 0
-    odometry: bool = False  # the network also sees the leg-odometry base velocity (akd_core.learn.odometry)
 
 
 def dataset_physics(dataset: PolicyDataset, robot: Robot) -> WorldPhysics:
@@ -93,15 +90,6 @@ def policy_meta(dataset: PolicyDataset, robot: Robot, cfg: BCConfig, method: str
                       train=train)
 
 
-def leg_odometry(dataset: PolicyDataset, robot: Robot) -> LegOdometry:
-    """The leg odometry of ``robot`` on the feet of the dataset's references."""
-    clip = dataset.demos[0].reference
-    if not clip.foot_names:
-        raise ConfigError(f"dataset {dataset.path}: its references name no feet, so --odometry has nothing to "
-                          "estimate from; re-export the runs with a current `akd export`, or drop --odometry")
-    return LegOdometry(FootChains.from_robot(robot, list(clip.foot_names), clip.foot_offsets))
-
-
 def train_bc(dataset: PolicyDataset, robot: Robot, cfg: BCConfig | None = None,
              progress: bool = True) -> tuple[TrackingPolicy, PolicyMeta, dict[str, Any]]:
     """Fit a :class:`TrackingPolicy` to the dataset's (state k -> PD target k+1) pairs. Returns the policy, its
@@ -112,8 +100,7 @@ def train_bc(dataset: PolicyDataset, robot: Robot, cfg: BCConfig | None = None,
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     obs, targets = training_arrays(dataset)
-    policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, cfg.action_mode, leg_odometry(dataset, robot)
-                            if cfg.odometry else None)
+    policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, cfg.action_mode)
     result = fit(policy, obs, targets, cfg.fit, generator, progress=progress, desc="train bc")
     metrics = {"method": "bc", "train_seconds": time.perf_counter() - start, "epochs": cfg.fit.epochs,
                "num_samples": result["num_samples"], "num_demos": len(dataset.demos),

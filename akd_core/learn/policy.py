@@ -30,7 +30,6 @@ from tqdm import tqdm
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
 from akd_core.learn.observation import observation_layout, observation_slices
-from akd_core.learn.odometry import FootChains, LegOdometry
 from akd_core.learn.reference import ReferenceClip
 from akd_core.model.robot import Robot
 
@@ -44,41 +43,27 @@ DEFAULT_STD_FLOOR = 0.05  # lower bound of normalisation stds (rad, rad/s, m/s)
 
 
 class TrackingPolicy(nn.Module):
-    """MLP (ELU) from raw observations (N, D) to absolute PD targets (N, J); normalisation lives in buffers. With
-    ``odometry`` the network also sees the leg-odometry estimate of the base velocity computed from the observation
-    (:mod:`akd_core.learn.odometry`): its input is then D + 3 wide, the observation is not."""
+    """MLP (ELU) from raw observations (N, D) to absolute PD targets (N, J); normalisation lives in buffers."""
 
     def __init__(self, obs_dim: int, num_joints: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN,
-                 action_mode: str = "reference", odometry: LegOdometry | None = None):
+                 action_mode: str = "reference"):
         super().__init__()
         if action_mode not in ACTION_MODES:
             raise ConfigError(f"action mode must be one of {ACTION_MODES}, got {action_mode!r}")
         self.action_mode = action_mode
-        self.obs_dim = int(obs_dim)
-        self.odometry = odometry
-        width = in_dim = obs_dim + (3 if odometry is not None else 0)
         layers: list[nn.Module] = []
+        width = obs_dim
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ELU()]
             width = h
         layers.append(nn.Linear(width, num_joints))
         self.net = nn.Sequential(*layers)
         self.hidden = tuple(int(h) for h in hidden)
-        self.slices = observation_slices(observation_layout(num_joints))
-        self.ref_slice = self.slices["ref_joint_pos_1"]
-        self.register_buffer("obs_mean", torch.zeros(in_dim))
-        self.register_buffer("obs_std", torch.ones(in_dim))
+        self.ref_slice = observation_slices(observation_layout(num_joints))["ref_joint_pos_1"]
+        self.register_buffer("obs_mean", torch.zeros(obs_dim))
+        self.register_buffer("obs_std", torch.ones(obs_dim))
         self.register_buffer("act_mean", torch.zeros(num_joints))
         self.register_buffer("act_std", torch.ones(num_joints))
-
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """The network's raw input (N, D [+ 3]): the observation and, with odometry, the base velocity estimate."""
-        if self.odometry is None:
-            return obs
-        s = self.slices
-        velocity = self.odometry(obs[:, s["joint_pos"]], obs[:, s["joint_vel"]], obs[:, s["ang_vel_body"]],
-                                 obs[:, s["gravity_body"]])
-        return torch.cat([obs, velocity], dim=1)
 
     def actions(self, obs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """What the network regresses (N, J), from observations (N, D) and PD targets (N, J)."""
@@ -87,16 +72,14 @@ class TrackingPolicy(nn.Module):
     def set_normalisation(self, obs: np.ndarray, actions: np.ndarray, floor: float = DEFAULT_STD_FLOOR) -> None:
         """Mean/std from training observations (N, D) and actions (N, J); stds floored at ``floor`` so a nearly
         constant column does not turn tiny off-data deviations into huge inputs."""
-        with torch.no_grad():
-            feats = self.features(torch.as_tensor(obs, dtype=torch.float32)).double().numpy()
-        self.obs_mean.copy_(torch.as_tensor(feats.mean(0), dtype=torch.float32))
-        self.obs_std.copy_(torch.as_tensor(np.maximum(feats.std(0), floor), dtype=torch.float32))
+        self.obs_mean.copy_(torch.as_tensor(obs.mean(0), dtype=torch.float32))
+        self.obs_std.copy_(torch.as_tensor(np.maximum(obs.std(0), floor), dtype=torch.float32))
         self.act_mean.copy_(torch.as_tensor(actions.mean(0), dtype=torch.float32))
         self.act_std.copy_(torch.as_tensor(np.maximum(actions.std(0), floor), dtype=torch.float32))
 
     def normalised(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalised action prediction (N, J) from raw observations (N, D)."""
-        return self.net((self.features(obs) - self.obs_mean) / self.obs_std)
+        return self.net((obs - self.obs_mean) / self.obs_std)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Absolute PD targets (N, J) from raw observations (N, D)."""
@@ -136,8 +119,7 @@ def save_policy(path: str | Path, policy: TrackingPolicy, meta: PolicyMeta) -> P
                "dt": meta.dt, "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
                "obs_layout": [list(x) for x in meta.obs_layout], "hidden": list(meta.hidden),
                "clips": [c.to_dict() for c in meta.clips], "starts": meta.starts, "physics": meta.physics,
-               "limits": meta.limits, "method": meta.method, "train": meta.train,
-               "odometry": policy.odometry.chains.to_dict() if policy.odometry is not None else None}
+               "limits": meta.limits, "method": meta.method, "train": meta.train}
     path = Path(path)
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
@@ -165,10 +147,8 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
     if layout != observation_layout(len(joint_names)):
         raise ConfigError(f"{path}: the policy's observation layout is not this AKD's; retrain with "
                           "`akd train-policy`")
-    chains = payload.get("odometry")
     policy = TrackingPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]),
-                            str(payload["action_mode"]),
-                            LegOdometry(FootChains.from_dict(chains)) if chains is not None else None)
+                            str(payload["action_mode"]))
     policy.load_state_dict(payload["state_dict"])
     policy.eval()
     meta = PolicyMeta(robot=payload["robot"], joint_names=joint_names, dt=float(payload["dt"]),
@@ -235,8 +215,8 @@ def fit(policy: TrackingPolicy, obs: np.ndarray, targets: np.ndarray, cfg: FitCo
         total = 0.0
         for begin in range(0, n, cfg.batch_size):
             idx = order[begin:begin + cfg.batch_size]
-            noisy = obs_t[idx] + cfg.obs_noise * policy.obs_std[:policy.obs_dim] * torch.randn(
-                len(idx), obs_t.shape[1], generator=generator)
+            noisy = obs_t[idx] + cfg.obs_noise * policy.obs_std * torch.randn(len(idx), obs_t.shape[1],
+                                                                              generator=generator)
             loss = torch.mean(w[idx, None] * (policy.normalised(noisy) - label[idx]) ** 2)
             optimiser.zero_grad()
             loss.backward()
