@@ -76,6 +76,31 @@ def test_knot_offsets_interpolate_from_the_executed_offset_and_hold_after_the_la
     np.testing.assert_allclose(out[0, :, 0], [0.5, 1.0, 2.0, 3.0, 3.0])
 
 
+def test_the_drift_term_asks_for_the_velocity_that_closes_the_root_gap():
+    """With drift_time_s = T, a body d behind its path is asked for the reference velocity plus d / T; one on the path
+    for the reference velocity only. Two rollouts: on the path at the reference speed (cost 0), and 0.1 m behind at
+    the same speed (asked for 0.1 / 0.2 = 0.5 m/s more)."""
+    from akd_core.physics.cost import CostWeights, Reference, TrackingCost
+    from akd_core.physics.engines.base import RolloutBatch
+
+    h, frames = 3, 5
+    t = np.arange(frames) * 0.02
+    ref_pos = np.stack([0.8 * t, np.zeros(frames), np.full(frames, 0.3)], -1)
+    ref = Reference(link_pos=ref_pos[:, None], root_pos=ref_pos, root_quat=np.tile([0.0, 0, 0, 1], (frames, 1)),
+                    root_lin_vel=np.tile([0.8, 0, 0], (frames, 1)), joint_pos=np.zeros((frames, 1)))
+    pos = np.stack([ref_pos[:h + 1], ref_pos[:h + 1] - [0.1, 0, 0]])  # (2, H+1, 3)
+    states = BodyState(root_pos=pos, root_quat=np.tile([0.0, 0, 0, 1], (2, h + 1, 1)),
+                       joint_pos=np.zeros((2, h + 1, 1)), root_lin_vel=np.tile([0.8, 0, 0], (2, h + 1, 1)),
+                       root_ang_vel=np.zeros((2, h + 1, 3)), joint_vel=np.zeros((2, h + 1, 1)))
+    batch = RolloutBatch(states=states, link_pos=pos[:, :h, None], foot_vel=np.zeros((2, h, 1, 3)),
+                         foot_force=np.zeros((2, h, 1)), foot_height=np.zeros((2, h, 1)), torques=np.zeros((2, h, 1)),
+                         torque_peak=np.zeros((2, h, 1)), diverged=np.zeros(2, bool))
+    plain = TrackingCost(ref, CostWeights(), np.ones(1), 1.0).terms(batch, 0)["velocity"]
+    drift = TrackingCost(ref, CostWeights(drift_time_s=0.2), np.ones(1), 1.0).terms(batch, 0)["velocity"]
+    np.testing.assert_allclose(plain, [0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(drift, [0.0, 0.5], atol=1e-12)
+
+
 def test_sampling_planner_descends_a_known_cost():
     """On a quadratic with its minimum at `goal`, annealed sampling moves the plan most of the way there."""
     goal = np.linspace(-0.3, 0.3, 8).reshape(4, 2)
@@ -231,12 +256,12 @@ def test_bad_options_name_the_option(a1, tmp_path):
 
 
 def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
-    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s; bipeds: twice the samples, a longer horizon and the upright-first
+    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: twice the samples, a longer horizon and the upright-first
     weights; CUDA: 1024 samples. Explicit options win."""
     from akd_core.model.load import load_robot
 
     quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
-    assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.CostWeights()
+    assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.LEGGED_WEIGHTS
     humanoid = load_robot("humanoid")
     from akd_core.motion.gait import GaitSpec, generate_gait
 
@@ -365,6 +390,17 @@ def test_holdout_quadruped_trots_track_within_six_centimetres(robot_name, speed)
     assert m["link_pos_err_m"] <= 0.06 and not m["fell"], m
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("robot_name", ["anymal_c", "anymal_b"])
+def test_heavy_quadrupeds_trot_quickly_within_three_centimetres(robot_name):
+    """Issue 32's heavy-robot figure: ANYmal C (52 kg, kp 938 N m/rad against 80 N m) "trot forward quickly", 3 s, at
+    the defaults: link error <= 0.03 m, final heading within 3 deg, upright. Without the drift-correcting weights
+    the root fell a little behind every stride: 0.095 m (ANYmal B 0.066 m)."""
+    robot, motion = _clip(robot_name, "trot", None, prompt="trot forward quickly", duration=3.0)
+    _, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
+    assert m["link_pos_err_m"] <= 0.03 and abs(m["heading_err_deg"]) <= 3.0 and not m["fell"], m
+
+
 # The human-like "walk quickly" references (issue 31) ask the asked speed (g1 1.02 m/s mean, 1.34 peak), where the
 # crouched walks were slowed to ~0.56 m/s: the MPC falls behind on them (g1 0.40 m behind and 0.23 m aside after 4 s,
 # link error 0.138 m; humanoid 0.087-0.105 m; with --plan-dt 0 too). Open in issue 32 item 4; strict, so a fix shows.
@@ -393,13 +429,15 @@ def test_biped_walks_track_within_the_issue_figures(robot_name, prompt, request)
 
 
 @pytest.mark.slow
-def test_go2_light_feet_track_and_pass_the_newton_crosscheck_after_step_refinement():
+def test_go2_light_feet_track_and_pass_the_newton_crosscheck():
     """go2 (example-robot-data, 40 g feet), "trot forward" 3 s, as the issue found it failing: MPC tracks it upright
-    within 6 cm, and Newton agrees once its explicit contact step is converged (1 ms -> 0.5 ms)."""
+    within 6 cm, and Newton agrees. With the plain CostWeights() it needed the explicit contact step refined (1 ms ->
+    0.5 ms); with the drift-correcting LEGGED_WEIGHTS it agrees at 1 ms (the refinements themselves are exercised by
+    test_crosscheck's bad-targets test)."""
     robot, motion = _clip("go2", "trot", None, prompt="trot forward", duration=3.0)
     tracked, m = TR.track_motion(robot, motion, TR.TrackingConfig(), progress=False)
     assert m["link_pos_err_m"] <= 0.06 and not m["fell"], m
     from akd_core.physics.params import physics_from_dict
 
     check = C.crosscheck(robot, tracked, physics_from_dict(robot, m), "newton", open_loop_s=0.5)
-    assert check["passed"] and check["timestep_s"] <= 5e-4 + 1e-12, check
+    assert check["passed"] and check["timestep_s"] <= 1e-3 + 1e-12, check

@@ -88,7 +88,7 @@ class TrackingConfig:
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
     antithetic: bool = False  # perturbations in +/- pairs
     knot_s: float = 0.1  # knot spacing
-    weights: CostWeights | None = None  # default: CostWeights(), or BIPED_WEIGHTS for two-footed robots
+    weights: CostWeights | None = None  # default: LEGGED_WEIGHTS, or BIPED_WEIGHTS for two-footed robots
     velocity_feedforward: bool = True
     inverse_dynamics: bool = True  # add the reference's inverse-dynamics torques / kp to the nominal targets
     # skip the MPC when the feedforward replay already tracks upright within this link error (m) and
@@ -122,6 +122,15 @@ BIPED_PLAN_STEP_FACTOR = 2
 # Two feet give a narrow support: staying upright comes before following the links (measured on the built-in
 # humanoid and ostrich 4 s walks: with the quadruped weights both fell; with these both stay within 10 deg)
 BIPED_WEIGHTS = CostWeights(orientation=2.0, height=3.0)
+
+# Three or more feet: the root is held to its path. The velocity term asks for the reference velocity plus what
+# closes the horizontal root gap in 0.2 s, and the heading weighs as much as the links. Without it a heavy robot's
+# root falls behind a little every stride (the MPPI mean of 32 samples around the feedforward does not push hard
+# enough) and nothing in a 0.4 s horizon asks it to catch up. Measured (docs/tracking.md, "Drift correction"; one
+# seed, link error m, plain CostWeights() -> these): ANYmal C "trot forward quickly" 3 s 0.095 -> 0.025 (mean of 3
+# seeds), ANYmal B 0.066 -> 0.020, HyQ "trot forward" 0.051 -> 0.027, a2 demo 0.039 -> 0.021, solo12 0.017 ->
+# 0.009, a1 fast trot 0.015 -> 0.010; a1 trot 0.016 -> 0.021 and go2 demo 0.016 -> 0.019 (within their seed spread).
+LEGGED_WEIGHTS = CostWeights(orientation=1.0, velocity=0.5, drift_time_s=0.2)
 
 
 @dataclass
@@ -171,8 +180,9 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
           device: str) -> tuple[SamplingConfig, float, CostWeights]:
     """Sampling settings, horizon and cost weights from the robot and device. Bipeds (two feet) balance on a narrow
     support: they need a longer look-ahead (0.8 s: a fall announces itself late), twice the samples and
-    :data:`BIPED_WEIGHTS`. The knot noise is 0.04 rad for every robot: around the inverse-dynamics feedforward the
-    wider 0.15 rad bipeds needed before made the ostrich walk 0.094 m off instead of 0.024 (docs/tracking.md)."""
+    :data:`BIPED_WEIGHTS`; other legged robots get :data:`LEGGED_WEIGHTS`. The knot noise is 0.04 rad for every
+    robot: around the inverse-dynamics feedforward the wider 0.15 rad bipeds needed before made the ostrich walk
+    0.094 m off instead of 0.024 (docs/tracking.md)."""
     biped = is_biped(robot, reference)
     cuda = device.startswith("cuda")
     samples = cfg.samples or (1024 if cuda else (64 if biped else 32))
@@ -181,7 +191,7 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
     if samples < 2 or noise < 0 or horizon <= 0:
         raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
                           f"{horizon})")
-    weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else CostWeights())
+    weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else LEGGED_WEIGHTS)
     return SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise, select=cfg.select,
                           temperature=cfg.temperature, antithetic=cfg.antithetic), horizon, weights
 
