@@ -256,8 +256,8 @@ def test_bad_options_name_the_option(a1, tmp_path):
 
 
 def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
-    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: twice the samples, a longer horizon and the upright-first
-    weights; CUDA: 1024 samples. Explicit options win."""
+    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: twice the samples, a longer
+    horizon and the upright-first weights; CUDA: 1024 samples. Explicit options win."""
     from akd_core.model.load import load_robot
 
     quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
