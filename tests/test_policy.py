@@ -25,7 +25,7 @@ from akd_core.learn import evaluate as V
 from akd_core.learn import observation as O
 from akd_core.learn.dagger import DaggerConfig, ExpertGateError, expert_gate, train_dagger
 from akd_core.learn.dataset import load_dataset
-from akd_core.learn.expert import ExpertConfig, MPCExpert
+from akd_core.learn.expert import EXPERT_WEIGHTS, ExpertConfig, MPCExpert
 from akd_core.learn.onnx_export import OnnxPolicy, export_onnx
 from akd_core.learn.policy import FitConfig, TrackingPolicy, check_robot_matches, load_policy, save_policy
 from akd_core.learn.reference import ReferenceClip, gait_clock, path_progress, track_progress, yaw_of
@@ -365,6 +365,7 @@ def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
         target = expert.act(k, world.engine_state(), world.last_target)
         state = world.step(target)
     assert expert.plans == 13  # every second frame, the plan's next target used in between
+    assert expert.setup.weights == EXPERT_WEIGHTS[False]  # the weights its figures were measured with
     assert all(f > 24 for f in expert.knots) and expert.knots  # knots kept past the present warm-start the next plan
     ref = clip.frames(26)
     assert not world.fallen(state)

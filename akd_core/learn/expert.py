@@ -36,6 +36,12 @@ from akd_core.physics.tracker import PlanWindow, Setup, TrackingConfig, build, i
 log = logging.getLogger(__name__)
 
 
+# The weights the expert's figures were measured with (docs/policy.md), by "is a biped": the tracker's before its
+# drift correction (tracker.LEGGED_WEIGHTS / BIPED_WEIGHTS pull the root back to its path; under pushes the
+# re-anchoring below decides that for the expert, and the two together are not measured yet)
+EXPERT_WEIGHTS = {False: CostWeights(), True: CostWeights(orientation=2.0, height=3.0)}
+
+
 @dataclasses.dataclass
 class ExpertConfig:
     """Planner settings (``None``: the tracker's defaults for the robot, :func:`akd_core.physics.tracker.sized`)."""
@@ -44,10 +50,7 @@ class ExpertConfig:
     iterations: int | None = None
     noise_rad: float | None = None
     horizon_s: float | None = None
-    # the tracking cost's weights. None: the tracker's for a biped, and for other robots the plain CostWeights() the
-    # expert's figures were measured with (docs/policy.md): the tracker's drift-correcting LEGGED_WEIGHTS pull the
-    # root back to its path, which the re-anchoring below decides for the expert under pushes (not yet measured
-    # together)
+    # the tracking cost's weights (None: EXPERT_WEIGHTS for the robot's kind)
     weights: CostWeights | None = None
     replan_frames: int = 1  # re-plan every this many control periods (1 = at the control rate)
     # re-anchor the reference horizontally once a push moved the base this far off it (None: never). Measured on the
@@ -72,8 +75,8 @@ class MPCExpert:
         self.cfg = cfg or ExpertConfig()
         tracking = self.cfg.tracking(world)
         motion = clip.motion(frames + 1)
-        if tracking.weights is None and not is_biped(world.robot, motion):
-            tracking = dataclasses.replace(tracking, weights=CostWeights())
+        if tracking.weights is None:
+            tracking = dataclasses.replace(tracking, weights=EXPERT_WEIGHTS[is_biped(world.robot, motion)])
         self.setup: Setup = build(world.robot, motion, tracking, engine_name="mujoco")
         if abs(self.setup.reference.fps * world.dt - 1.0) > 1e-9 or self.setup.engine.steps != world.physics.substeps:
             raise RuntimeError("the expert's control rate or substeps differ from the world's (a bug)")
