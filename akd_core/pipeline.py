@@ -44,6 +44,7 @@ class PipelineConfig:
     feet: list[str] | None = None
     package_paths: list[str] = field(default_factory=list)
     track_iterations: int | None = None
+    track_fast: bool = False  # `akd track --fast` (tracker.FAST_PRESET)
     device: str | None = None
     exports: tuple[str, ...] = DEFAULT_EXPORTS
     force: bool = False
@@ -71,7 +72,7 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
-    return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed)
+    return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast)
 
 
 def _crosscheck_stage(cfg: PipelineConfig, run: RunDir) -> dict:

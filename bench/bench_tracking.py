@@ -94,9 +94,9 @@ def row(label: str, metrics: dict, wall: float, naive_wall: float) -> str:
 
 
 def bench_clip(name: str, duration: float, adam: bool, samples: int | None, device: str | None,
-               also_mpc: bool = False, always_plan: bool = False) -> None:
+               also_mpc: bool = False, always_plan: bool = False, fast: bool = False) -> None:
     robot, motion = clip(name, duration)
-    cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device)
+    cfg = TR.TrackingConfig(method="mpc", samples=samples, device=device, fast=fast)
     if always_plan:
         cfg = dataclasses.replace(cfg, feedforward_ok_m=0.0)
     setup = TR.build(robot, motion, cfg)
@@ -130,7 +130,10 @@ def bench_clip(name: str, duration: float, adam: bool, samples: int | None, devi
     clip_s = (setup.reference.num_frames - 1) / setup.reference.fps
     print(f"\n`akd track`: {wall:.2f} s wall = {wall / clip_s:.2f} x the {clip_s:g} s clip, {cpu:.2f} s CPU "
           f"(process), {metrics['replans']} re-plans, {metrics['rollouts']} rollouts of {metrics['samples']} "
-          f"samples, horizon {metrics['horizon_s']:.2f} s, load average {os.getloadavg()[0]:.1f}")
+          f"samples, horizon {metrics['horizon_s']:.2f} s, plan step {metrics['plan_dt_s'] * 1e3:g} ms, re-plan "
+          f"{metrics['replan_s']:g} s, load average {os.getloadavg()[0]:.1f}"
+          + "".join(f"; attempt {a['samples']} samples: {a['link_pos_err_m']:.4f} m in {a['seconds']:.1f} s"
+                    for a in metrics.get("attempts") or []))
     if also_mpc and metrics["replans"] == 0:  # show what the planner does on this clip too
         tic = time.perf_counter()
         _, planned = TR.track_motion(robot, motion, dataclasses.replace(cfg, feedforward_ok_m=0.0), progress=False)
@@ -172,13 +175,14 @@ def main() -> None:
                         help="also run the MPC where `akd track` skips it (feedforward within tolerance)")
     parser.add_argument("--always-plan", action="store_true",
                         help="`akd track --feedforward-ok 0`: run the MPC on every clip")
+    parser.add_argument("--fast", action="store_true", help="`akd track --fast` (tracker.FAST_PRESET)")
     parser.add_argument("--no-throughput", action="store_true", help="skip the rollout throughput table")
     parser.add_argument("--device", default=None)
     parser.add_argument("--worlds", type=int, default=16, help="worlds in the throughput table")
     args = parser.parse_args()
     for name in args.clips.split(","):
         bench_clip(name.strip(), args.duration, args.adam, args.samples, args.device, args.also_mpc,
-                   args.always_plan)
+                   args.always_plan, args.fast)
     if args.no_throughput:
         return
     print("\n## Rollout throughput (simulated seconds per wall second, all worlds together)\n\n"

@@ -272,6 +272,30 @@ def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
     assert TR.sized(TR.TrackingConfig(samples=5, noise_rad=0.2), humanoid, walk, "cpu")[0].noise_rad == 0.2
 
 
+def test_the_fast_preset_sizes_a_quadrupeds_planner_and_leaves_bipeds_and_explicit_options_alone(a1):
+    """--fast: 25 antithetic samples, a 4 ms planning step (2 x the executed 2 ms), re-plans every 0.06 s (3 control
+    periods at 50 Hz); explicit --samples / --replan / --plan-dt win; a biped keeps its own settings."""
+    clip = trot_in_place(a1, duration=0.4)
+    fast = TR.build(a1, clip, TR.TrackingConfig(fast=True))
+    assert (fast.sampling.samples, fast.sampling.antithetic, fast.replan) == (25, True, 3)
+    assert fast.planning_engine.sim_dt == pytest.approx(2 * fast.engine.sim_dt)
+    plain = TR.build(a1, clip, TR.TrackingConfig())
+    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (32, False, 2)
+    assert plain.planning_engine is plain.engine
+    given = TR.build(a1, clip, TR.TrackingConfig(fast=True, samples=12, replan_s=0.02, plan_dt=0))
+    assert (given.sampling.samples, given.replan) == (12, 1) and given.planning_engine is given.engine
+    assert TR.retry_limit(fast.cfg, fast) == TR.RETRY_ABOVE_M["quadruped"]  # the preset's samples are a default
+    from akd_core.model.load import load_robot
+    from akd_core.motion.gait import GaitSpec, generate_gait
+
+    humanoid = load_robot("humanoid")
+    walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.4, fps=50.0)
+    biped = TR.sized(TR.TrackingConfig(fast=True), humanoid, walk, "cpu")
+    assert (biped[0].samples, biped[0].antithetic) == (64, False)
+    with pytest.raises(ConfigError, match="--replan"):
+        TR.build(a1, clip, TR.TrackingConfig(replan_s=0.0))
+
+
 def test_a_bipeds_planner_rolls_out_in_a_coarser_model_as_stiff_as_the_executed_one(a1):
     """Bipeds plan at 2x the executed step with the executed model's contact time constant (MuJoCo would otherwise
     soften it to two of its steps); quadrupeds and --plan-dt 0 plan in the executed model itself. From the same

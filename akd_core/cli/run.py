@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from akd_core.cli.options import add_robot_options
+from akd_core.cli.options import add_fast_argument, add_robot_options
 from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
 from akd_core.sds.distill import INITS, PARAMETRISATIONS
 
@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
     parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
+    add_fast_argument(parser)
     parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
     parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),
                         help="comma-separated export formats (hdf5,lerobot,amp,isaaclab-amp,rosbag2 | all | none)")
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = PipelineConfig(
         robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
-        track_iterations=args.iterations, device=args.device, exports=exports, force=args.force, prior=args.prior,
+        track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,
+        prior=args.prior,
         video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param,
         distill_init=args.init)
     run_pipeline(cfg)

@@ -10,6 +10,8 @@ from akd_core.io.rundir import TRACKED, RunDir
 from akd_core.physics.metrics import fall_warning
 from akd_core.physics.tracker import METHODS, stage_track
 
+from .options import add_fast_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, help="run directory with robot.urdf and reference.npz")
@@ -24,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MPC annealing rounds per re-plan (default 1); adam: Adam steps per window")
     parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
     parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
-    parser.add_argument("--replan", type=float, default=0.04, help="MPC re-plan period, s (default 0.04)")
+    parser.add_argument("--replan", type=float, default=None,
+                        help="MPC re-plan period, s (default 0.04; --fast 0.06)")
     parser.add_argument("--plan-dt", type=float, default=None,
                         help="MuJoCo step of the MPC's candidate rollouts, s (default: bipeds 2 x the tracking "
                              "step, with its contact stiffness; other robots and 0: the tracking step). What is "
@@ -52,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "0.08 bipeds; 0 never)")
     parser.add_argument("--antithetic", action="store_true",
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
+    add_fast_argument(parser)
     parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
+
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
                           samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
                           horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
-                          retry_above_m=args.retry_above, antithetic=args.antithetic,
+                          retry_above_m=args.retry_above, antithetic=args.antithetic, fast=args.fast,
                           seed=args.seed,
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
