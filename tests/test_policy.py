@@ -32,6 +32,7 @@ from akd_core.learn.reference import ReferenceClip, gait_clock, path_progress, t
 from akd_core.model.load import load_robot
 from akd_core.model.robot import load_urdf
 from akd_core.motion.clip import Motion, TrackedMotion
+from akd_core.physics import tracker as TR
 from akd_core.physics.engines.base import BodyState
 from akd_core.physics.targets import substep_targets
 from tests.conftest import example_robot_urdf
@@ -365,7 +366,7 @@ def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
         target = expert.act(k, world.engine_state(), world.last_target)
         state = world.step(target)
     assert expert.plans == 13  # every second frame, the plan's next target used in between
-    assert expert.setup.weights == EXPERT_WEIGHTS[False]  # the weights its figures were measured with
+    assert expert.setup.weights == EXPERT_WEIGHTS[False] == TR.LEGGED_WEIGHTS  # the tracker's, drift-correcting
     assert all(f > 24 for f in expert.knots) and expert.knots  # knots kept past the present warm-start the next plan
     ref = clip.frames(26)
     assert not world.fallen(state)
