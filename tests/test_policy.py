@@ -355,6 +355,21 @@ def test_onnxruntime_gives_the_torch_policys_targets_to_1e5(dataset, quadruped, 
 
 
 # ----------------------------------------------------------------------------- the MPC expert
+def test_the_experts_default_weights_are_part_of_its_checkpoint_keys(monkeypatch):
+    """A change of EXPERT_WEIGHTS must not resume an earlier expert's evaluation episodes, gate or DAgger run: the
+    key of each holds the default weights spelled out."""
+    from akd_core.learn import expert as X
+    from akd_core.physics.cost import CostWeights
+
+    before = (V.ExpertController(ExpertConfig()).settings(), DaggerConfig().to_dict())
+    assert before[0]["default_weights"]["legged"] == dataclasses.asdict(TR.LEGGED_WEIGHTS)
+    monkeypatch.setitem(X.EXPERT_WEIGHTS, False, CostWeights())
+    after = (V.ExpertController(ExpertConfig()).settings(), DaggerConfig().to_dict())
+    assert after[0] != before[0] and after[1] != before[1]
+    given = ExpertConfig(weights=CostWeights(link=2.0)).settings()
+    assert "default_weights" not in given and given["weights"]["link"] == 2.0
+
+
 def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
     physics = B.dataset_physics(dataset, quadruped)
     world = E.SimWorld(quadruped, physics)

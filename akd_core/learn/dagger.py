@@ -91,6 +91,7 @@ class DaggerConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["randomisation"] = self.randomisation.to_dict()
+        out["expert"] = self.expert.settings()
         return out
 
     def beta(self, iteration: int) -> float:

@@ -18,7 +18,6 @@ Aggregates: ``falls``; ``joint_rmse_rad`` pooled over every scored frame of ever
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -102,7 +101,7 @@ class ExpertController:
         self.expert: MPCExpert | None = None
 
     def settings(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.cfg)
+        return self.cfg.settings()
 
     def begin(self, world: SimWorld, clip: ReferenceClip, draw: EpisodeDraw, frames: int) -> None:
         self.expert = MPCExpert(world, clip, draw.start_frame + frames + 1, self.cfg)

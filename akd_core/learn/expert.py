@@ -61,6 +61,16 @@ class ExpertConfig:
     anchor_radius_m: float | None = 0.05
     seed: int = 0
 
+    def settings(self) -> dict:
+        """These settings, JSON-able, with the default weights spelled out when ``weights`` is None: part of the
+        evaluation-checkpoint, expert-gate and DAgger-checkpoint keys, so a change of EXPERT_WEIGHTS never reuses an
+        earlier expert's episodes or gate."""
+        out = dataclasses.asdict(self)
+        if self.weights is None:
+            out["default_weights"] = {("biped" if k else "legged"): dataclasses.asdict(v)
+                                      for k, v in EXPERT_WEIGHTS.items()}
+        return out
+
     def tracking(self, world: SimWorld) -> TrackingConfig:
         physics = world.physics
         return TrackingConfig(engine="mujoco", device="cpu", sim_dt=physics.sim_dt, control_hz=1.0 / physics.dt,
