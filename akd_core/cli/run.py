@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
         robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,
-        prior=args.prior,
-        video_model=args.video_model, distill_iterations=args.distill_iterations, distill_param=args.param,
-        distill_init=args.init)
+        prior=args.prior, video_model=args.video_model, distill_iterations=args.distill_iterations,
+        distill_param=args.param, distill_init=args.init)
     run_pipeline(cfg)
     return 0

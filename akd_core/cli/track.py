@@ -6,11 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from akd_core.cli.options import add_fast_argument
 from akd_core.io.rundir import TRACKED, RunDir
 from akd_core.physics.metrics import fall_warning
 from akd_core.physics.tracker import METHODS, stage_track
-
-from .options import add_fast_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     add_fast_argument(parser)
     parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
-
 
 
 def run(args: argparse.Namespace) -> int:
