@@ -330,6 +330,58 @@ def test_a_bipeds_planner_rolls_out_in_a_coarser_model_as_stiff_as_the_executed_
         TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig(plan_dt=-1.0))
 
 
+def test_ball_like_mesh_feet_plan_as_spheres_through_the_contact_point_and_flat_feet_are_kept(a1):
+    """solo12's wheel-like mesh feet make several contacts each; its planning model (at the tracking step and in
+    --fast) has spheres through the same contact points instead: at the start state the spheres pass through the
+    feet's contact points, their lowest points are within a millimetre of the meshes', and each stance foot makes
+    one contact. a1 (sphere feet) plans in its executed model; g1's and Talos's flat mesh soles are not ball-like."""
+    import mujoco
+
+    from akd_core.motion.gait import GaitSpec, generate_gait
+    from akd_core.physics.engines.mujoco import ball_feet
+
+    solo = load_urdf(example_robot_urdf("solo12"))
+    clip = generate_gait(solo, GaitSpec(pattern="trot", speed=0.3), duration=0.2, fps=50.0)
+    for cfg in (TR.TrackingConfig(), TR.TrackingConfig(fast=True)):
+        setup = TR.build(solo, clip, cfg)
+        fine, plan = setup.engine, setup.planning_engine
+        assert plan is not fine and plan.model.nq == fine.model.nq
+        balls = ball_feet(fine.model, fine.feet)
+        assert len(balls) == 4 and not ball_feet(plan.model, plan.feet)
+        spheres = [g for g in range(plan.model.ngeom) if plan.model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE]
+        assert len(spheres) == 4
+        d = mujoco.MjData(plan.model)
+        mujoco.mj_setState(plan.model, d, plan.start(setup.start).physics, plan.spec)
+        mujoco.mj_forward(plan.model, d)
+        df = mujoco.MjData(fine.model)
+        mujoco.mj_setState(fine.model, df, fine.start(setup.start).physics, fine.spec)
+        mujoco.mj_forward(fine.model, df)
+        for g, (centre, radius) in balls.items():
+            mid = fine.model.geom_dataid[g]
+            verts = fine.model.mesh_vert[fine.model.mesh_vertadr[mid]:fine.model.mesh_vertadr[mid]
+                                         + fine.model.mesh_vertnum[mid]]
+            lowest_mesh = (df.geom_xpos[g] + verts @ df.geom_xmat[g].reshape(3, 3).T)[:, 2].min()
+            sphere = [s for s in spheres if plan.model.geom_bodyid[s] == fine.model.geom_bodyid[g]][0]
+            assert plan.model.geom_size[sphere, 0] == pytest.approx(radius)
+            np.testing.assert_allclose(plan.model.geom_pos[sphere], centre, atol=1e-9)
+            foot = fine.feet.names.index(mujoco.mj_id2name(fine.model, mujoco.mjtObj.mjOBJ_BODY,
+                                                           fine.model.geom_bodyid[g]))
+            site = d.site_xpos[mujoco.mj_name2id(plan.model, mujoco.mjtObj.mjOBJ_SITE, f"foot{foot}")]
+            assert np.linalg.norm(site - d.geom_xpos[sphere]) == pytest.approx(radius, abs=1e-6)
+            assert d.geom_xpos[sphere, 2] - radius == pytest.approx(lowest_mesh, abs=1e-3)
+        for engine, model, data in ((fine, fine.model, df), (plan, plan.model, d)):
+            data.ctrl[engine.act] = setup.feedforward[0]
+            mujoco.mj_step(model, data, nstep=int(round(0.1 / model.opt.timestep)))  # settle on the feet
+        assert d.ncon == 4 < df.ncon  # four stance feet: one contact each, against the meshes' several
+    quad = TR.build(a1, trot_in_place(a1, duration=0.2), TR.TrackingConfig())
+    assert quad.planning_engine is quad.engine and not ball_feet(quad.engine.model, quad.engine.feet)
+    for name in ("g1", "talos"):  # talos: heel and toe contact points on flat soles
+        biped = load_urdf(example_robot_urdf(name))
+        walk = generate_gait(biped, GaitSpec(pattern="walk", speed=0.3), duration=0.2, fps=50.0)
+        engine = TR.build(biped, walk, TR.TrackingConfig(plan_dt=0)).engine
+        assert not ball_feet(engine.model, engine.feet), name
+
+
 def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, caplog):
     """If the planner ends worse than the feedforward or naive replay (upright first, then link error), the better
     replay is stored instead, and the metrics and the log say so."""

@@ -34,7 +34,7 @@ from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
 from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
-from akd_core.physics.engines.mujoco import contact_timeconst
+from akd_core.physics.engines.mujoco import contact_timeconst, has_simplifiable_contacts
 from akd_core.physics.engines.warp_runtime import resolve_device
 from akd_core.physics.gradient import track_adam
 from akd_core.physics.inverse import inverse_dynamics_torques
@@ -138,6 +138,11 @@ BIPED_WEIGHTS = CostWeights(orientation=2.0, height=3.0, velocity=0.5, drift_tim
 LEGGED_WEIGHTS = CostWeights(orientation=1.0, velocity=0.5, drift_time_s=0.2)
 
 DEFAULT_REPLAN_S = 0.04
+
+# Robots with three or more feet plan in a model whose ball-like mesh feet are spheres (MujocoEngine's
+# simple_contacts; the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's
+# planning step 40 -> 23 us (4.6 -> 1.5 contacts per step).
+SIMPLE_PLANNING_CONTACTS = True
 
 
 @dataclass(frozen=True)
@@ -285,7 +290,8 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
                    biped: bool = False) -> Engine:
     """The engine the planner rolls candidates out in: for MuJoCo a model stepping ``cfg.plan_dt`` (default
     BIPED_PLAN_STEP_FACTOR x the executed step for a biped, rounded down to a divisor of the substeps) with the
-    executed model's contact time constant; ``engine`` itself for Newton, ``plan_dt=0`` or a factor of 1."""
+    executed model's contact time constant and, for robots with three or more feet, SIMPLE_PLANNING_CONTACTS;
+    ``engine`` itself for Newton, ``plan_dt=0``, or a factor of 1 where the contacts need no simplifying."""
     if cfg.plan_dt is not None and (not np.isfinite(cfg.plan_dt) or cfg.plan_dt < 0):
         raise ConfigError(f"--plan-dt must be >= 0 seconds (0: plan at the tracking step), got {cfg.plan_dt!r}")
     if engine.name != "mujoco" or cfg.plan_dt == 0:
@@ -295,10 +301,12 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
     factor = min(factor, engine.steps)
     while engine.steps % factor:
         factor -= 1
-    if factor == 1:
+    simple = SIMPLE_PLANNING_CONTACTS and not biped
+    if factor == 1 and not (simple and has_simplifiable_contacts(engine)):
         return engine
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
-                       engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt))
+                       engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt),
+                       simple_contacts=simple)
 
 
 # ----------------------------------------------------------------------------- execution record
