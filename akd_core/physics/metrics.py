@@ -136,7 +136,8 @@ def contact_schedule(robot: Robot, ref: Motion) -> ContactSchedule:
 
 def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
                      effort: np.ndarray, link_names: list[str], diverged: bool = False,
-                     slip_mps: float | None = None, ref_link_pos: np.ndarray | None = None) -> dict[str, Any]:
+                     slip_mps: float | None = None, ref_link_pos: np.ndarray | None = None,
+                     schedule_match: float | None = None) -> dict[str, Any]:
     """Errors of ``tracked`` against ``ref`` (same control rate; reference raised by ``height_shift`` m as the start
     state was), plus the quality metrics every stage shares.
 
@@ -148,7 +149,8 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
     ``contact_schedule_match``. ``ref_link_pos`` (T, L, 3): the raised reference's ``link_names`` positions when the
-    caller has them already (FK of the reference otherwise).
+    caller has them already (FK of the reference otherwise). ``schedule_match``: the contact schedule match when
+    the caller measured it from the engine's contacts (the height-based one otherwise).
     """
 
     fk = ForwardKinematics(robot)
@@ -190,7 +192,9 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     shared = motion_metrics(*args, **parts)
     for key in SHARED_METRICS:
         out[key] = shared[key]
-    if intended is not None:
+    if schedule_match is not None:
+        out["contact_schedule_match"] = float(schedule_match)
+    elif intended is not None:
         out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended,
                                                        **parts)["contact_schedule_match"]
     return out

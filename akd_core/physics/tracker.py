@@ -359,13 +359,13 @@ def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> t
     schedule = contact_schedule(setup.robot, setup.reference)
     slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n,
                        np.concatenate(record.foot_height), schedule.foot_of)  # at the parts touching the ground
-    metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
-                               setup.engine.link_names, record.diverged, slip, ref_link_pos=setup.ref.link_pos)
+    match = None
     if schedule.intended is not None:  # the engine's contacts against the schedule (height-based counts near misses)
         match = contact_match(np.concatenate(record.foot_force), schedule.intended, setup.engine.steps,
                               setup.cost.contact_force_n, schedule.foot_of)
-        if match is not None:
-            metrics["contact_schedule_match"] = match
+    metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
+                               setup.engine.link_names, record.diverged, slip, ref_link_pos=setup.ref.link_pos,
+                               schedule_match=match)
     return tracked, metrics
 
 
