@@ -164,7 +164,9 @@ class MujocoEngine:
     ``contact_timeconst_s`` makes a *planning model*: a coarser step (e.g. 2x) with the contact and joint-limit
     stiffness of the model it plans for, instead of the softer contacts MuJoCo's two-step floor would give it. Its
     states are the same vectors as the fine model's (same MJCF, another ``opt.timestep``), so a planner can roll out
-    candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`)."""
+    candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`). ``simple_contacts`` gives such a
+    model sphere feet where the robot's are ball-like meshes (:func:`simplify_contacts`); the state vectors stay the
+    same."""
 
     name = "mujoco"
     device = "cpu"
