@@ -83,7 +83,8 @@ setup(
     extras_require={
         "ros": ROS_WHEELS,
         "ray": ["ray>=2.40"],
-        "policy": ["onnx>=1.16", "onnxruntime>=1.18"],  # akd export-policy, akd ros policy
+        # akd export-policy, akd ros policy; akd train-policy --method ppo (rsl-rl-lib)
+        "policy": ["onnx>=1.16", "onnxruntime>=1.18", "rsl-rl-lib>=5.5,<6"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1"],
     },
     entry_points={

@@ -534,3 +534,92 @@ def test_body_state_helper_round_trip(dataset):
     state, target = V.start_state(B.demo_starts(dataset.demos[0]), 3)
     assert isinstance(state, BodyState) and target.shape == (28,)
     np.testing.assert_allclose(state.joint_pos, dataset.demos[0].joint_pos[3], atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- PPO fine-tuning
+def test_vec_env_steps_every_world_as_the_evaluation_world_does(dataset, quadruped):
+    """The RL worlds (in-place randomised model copies, one multi-threaded rollout per control period) give the
+    states SimWorld gives at the same friction, base mass, latency and targets."""
+    from akd_core.learn.rl_env import RLEnvConfig, TrackingVecEnv
+
+    physics = B.dataset_physics(dataset, quadruped)
+    clips = [d.reference for d in dataset.demos]
+    starts = [B.demo_starts(d) for d in dataset.demos]
+    env = TrackingVecEnv(quadruped, physics, clips, starts, RLEnvConfig(num_envs=2, randomisation=CALM, threads=2))
+    draws = [(0, 5, 0.7, 1.1, 0.008), (1, 20, 1.2, 0.9, 0.0)]
+    worlds = []
+    for i, (clip, frame, mu, mass, lat) in enumerate(draws):
+        env.place(i, clip, frame, mu, mass, lat)
+        world = E.SimWorld(quadruped, physics, friction=mu, mass_scale=mass, latency_s=lat)
+        world.reset(*V.start_state(starts[clip], frame), frame)
+        worlds.append(world)
+    for k in range(1, 16):
+        targets = np.stack([starts[c]["actions"][f + k] for c, f, *_ in draws]).astype(np.float64)
+        env.step(targets)
+        states = [w.step(t) for w, t in zip(worlds, targets)]
+    body = env._body()  # to 2e-5 rad after 15 periods: the rollout starts each period without the solver warm start
+    np.testing.assert_allclose(body.joint_pos, [s.joint_pos for s in states], atol=1e-4)
+    np.testing.assert_allclose(body.root_pos, [s.root_pos for s in states], atol=1e-4)
+    assert np.all(env.frame == [20, 35]) and np.all(env.steps == 15)
+
+
+def test_vec_env_rewards_tracking_and_punishes_a_push(dataset, quadruped):
+    from akd_core.learn.rl_env import REWARD_TERMS, RLEnvConfig, TrackingVecEnv
+
+    physics = B.dataset_physics(dataset, quadruped)
+    starts = [B.demo_starts(d) for d in dataset.demos]
+    rand = dataclasses.replace(CALM, push_mps=1.0, push_every_s=0.2)
+    env = TrackingVecEnv(quadruped, physics, [d.reference for d in dataset.demos], starts,
+                         RLEnvConfig(num_envs=2, randomisation=rand, threads=1))
+    for i in range(2):
+        env.place(i, 0, 0, 1.0, 1.0, 0.0)
+    env.next_push[:] = [5, -1]  # world 0 is kicked after 5 periods, world 1 never
+    rewards, terms = [], []
+    for k in range(1, 10):
+        targets = np.repeat(starts[0]["actions"][k][None].astype(np.float64), 2, axis=0)
+        r, fell, timeout, t = env.step(targets)
+        rewards.append(r)
+        terms.append(t)
+        assert not fell.any() and not timeout.any()
+    assert sum(w for w, _ in REWARD_TERMS.values()) == pytest.approx(1.0)
+    assert min(r[1] for r in rewards) > 0.8  # the demo's own targets track its reference
+    assert terms[5]["velocity"][0] < 0.05 < 0.5 < terms[5]["velocity"][1]  # 0.75-1.25 m/s off the reference
+    obs, privileged = env.observations(noisy=False)
+    assert obs.shape == (2, 5 * quadruped.num_dofs + 17) and privileged.shape == (2, 6)
+    np.testing.assert_allclose(privileged[:, 4:], [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_ppo_starts_from_the_policy_exactly_resumes_and_writes_a_policy(dataset, dataset_path, quadruped, trained,
+                                                                         tmp_path):
+    """The actor is the policy's network (its mean action decodes to the policy's targets); with the actor frozen
+    (critic warm-up) the weights come back unchanged; a re-run with more iterations resumes from the checkpoint; the
+    CLI writes an ordinary policy file."""
+    from akd_core.learn.ppo import PPOConfig, _models, _Observer, decode, train_ppo
+    from akd_core.learn.rl_env import RLEnvConfig, TrackingVecEnv
+
+    policy, meta, _ = trained
+    init = save_policy(tmp_path / "bc.pt", policy, meta)
+    cfg = PPOConfig(iterations=2, critic_warmup=2, num_envs=4, steps_per_env=4, threads=1, randomisation=CALM)
+    env = TrackingVecEnv(quadruped, B.dataset_physics(dataset, quadruped), meta.clips, meta.starts,
+                         RLEnvConfig(num_envs=4, randomisation=CALM, threads=1))
+    raw, obs = _Observer(policy, 4)(env)
+    actor, _ = _models(policy, obs, cfg, quadruped.num_dofs)
+    with torch.no_grad():
+        np.testing.assert_allclose(decode(policy, raw, actor(obs)), policy.act(raw), atol=1e-5)
+    ckpt = tmp_path / "ppo.pt.ckpt"
+    frozen, _, metrics = train_ppo(dataset, quadruped, cfg, init=init, checkpoint=ckpt, progress=False)
+    assert [h["critic_only"] for h in metrics["history"]] == [True, True]
+    for a, b in zip(frozen.state_dict().values(), policy.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    more, _, metrics3 = train_ppo(dataset, quadruped, dataclasses.replace(cfg, iterations=3), init=init,
+                                  checkpoint=ckpt, progress=False)
+    assert metrics3["history"][:2] == metrics["history"] and not metrics3["history"][2]["critic_only"]
+    assert metrics3["env_steps"] == 3 * 4 * 4
+    assert not torch.equal(more.net[0].weight, policy.net[0].weight)  # the actor learnt
+    out = tmp_path / "cli.pt"
+    assert main(["train-policy", str(dataset_path), "--robot", "quadruped", "--method", "ppo", "--init", str(init),
+                 "--ppo-iterations", "1", "--envs", "2", "--steps-per-env", "4", "--critic-warmup", "0",
+                 "-o", str(out)]) == 0
+    cli_policy, cli_meta = load_policy(out)
+    assert cli_meta.method == "ppo" and cli_meta.train["start"]["init"] == str(init)
+    assert cli_policy.act(raw).shape == (4, quadruped.num_dofs)

@@ -12,9 +12,10 @@ from akd_core.learn.bc import BCConfig, train_bc
 from akd_core.learn.dagger import DaggerConfig, train_dagger
 from akd_core.learn.dataset import load_dataset
 from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
+from akd_core.learn.ppo import PPOConfig, train_ppo
 from akd_core.model.load import load_robot
 
-METHODS = ("bc", "dagger")
+METHODS = ("bc", "dagger", "ppo")
 
 
 def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> None:
@@ -24,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     parser.add_argument("-o", "--output", type=Path, required=True, help="policy file to write (.pt)")
     if not bc_alias:
         parser.add_argument("--method", choices=METHODS, default="dagger",
-                            help="bc: behaviour cloning; dagger: BC, then DAgger with the MPC expert (default)")
+                            help="bc: behaviour cloning; dagger: BC, then DAgger with the MPC expert (default); "
+                                 "ppo: PPO fine-tuning under pushes (rsl-rl-lib) of --init POLICY.pt, else of BC")
     parser.add_argument("--onnx", type=Path, default=None, help="also write the ONNX export here")
     parser.add_argument("--epochs", type=int, default=300, help="BC epochs (default 300)")
     parser.add_argument("--hidden", default=",".join(map(str, DEFAULT_HIDDEN)),
@@ -65,6 +67,23 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     group.add_argument("--gate-seconds", type=float, default=10.0)
     group.add_argument("--no-resume", action="store_true", help="ignore the checkpoint OUTPUT.ckpt and start over")
     add_randomisation_arguments(group)
+    ppo = parser.add_argument_group("PPO fine-tuning (--method ppo; the randomisation options above apply)")
+    ppo.add_argument("--init", type=Path, default=None,
+                     help="policy to fine-tune (e.g. a DAgger policy of this dataset; default: BC on the dataset)")
+    ppo.add_argument("--ppo-iterations", type=int, default=PPOConfig.iterations,
+                     help=f"PPO iterations (default {PPOConfig.iterations})")
+    ppo.add_argument("--envs", type=int, default=PPOConfig.num_envs,
+                     help=f"worlds stepped together (default {PPOConfig.num_envs})")
+    ppo.add_argument("--steps-per-env", type=int, default=PPOConfig.steps_per_env,
+                     help=f"control periods per world per iteration (default {PPOConfig.steps_per_env})")
+    ppo.add_argument("--ppo-episode-seconds", type=float, default=PPOConfig.episode_s,
+                     help=f"episode time limit, s (default {PPOConfig.episode_s:g})")
+    ppo.add_argument("--init-std", type=float, default=PPOConfig.init_std,
+                     help=f"exploration std in normalised action units (default {PPOConfig.init_std:g})")
+    ppo.add_argument("--ppo-lr", type=float, default=PPOConfig.learning_rate,
+                     help=f"PPO learning rate, adapted to a KL of 0.01 (default {PPOConfig.learning_rate:g})")
+    ppo.add_argument("--critic-warmup", type=int, default=PPOConfig.critic_warmup,
+                     help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
 
 
 def add_bc_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,8 +110,16 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--epochs must be at least 1, got {args.epochs}")
     robot = load_robot(args.robot, args.package_path)
     dataset = load_dataset(args.dataset)
+    checkpoint = args.output.with_name(args.output.name + ".ckpt")
+    if getattr(args, "no_resume", False) and checkpoint.exists():
+        checkpoint.unlink()
     if method == "bc":
         policy, meta, metrics = train_bc(dataset, robot, bc)
+    elif method == "ppo":
+        cfg = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
+                        episode_s=args.ppo_episode_seconds, init_std=args.init_std, learning_rate=args.ppo_lr,
+                        critic_warmup=args.critic_warmup, randomisation=randomisation(args), bc=bc, seed=args.seed)
+        policy, meta, metrics = train_ppo(dataset, robot, cfg, init=args.init, checkpoint=checkpoint)
     else:
         cfg = DaggerConfig(iterations=args.iterations, episodes=args.episodes, episode_s=args.episode_seconds,
                            label_every=args.label_every, beta0=args.beta, beta_decay=args.beta_decay,
@@ -102,9 +129,6 @@ def run(args: argparse.Namespace) -> int:
                            fit=FitConfig(epochs=args.dagger_epochs, lr=args.lr, batch_size=args.batch_size,
                                          obs_noise=args.fit_noise),
                            gate_episodes=args.gate_episodes, gate_seconds=args.gate_seconds, seed=args.seed)
-        checkpoint = args.output.with_name(args.output.name + ".ckpt")
-        if args.no_resume and checkpoint.exists():
-            checkpoint.unlink()
         policy, meta, metrics = train_dagger(dataset, robot, cfg, checkpoint=checkpoint,
                                              expert_report=args.expert_report)
     save_policy(args.output, policy, meta)
@@ -112,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
             f"{metrics['train_seconds']:.1f} s")
     if method == "dagger":
         line += f", {metrics['labels']} expert labels over {metrics['iterations']} iterations"
+    elif method == "ppo":
+        line += f", {metrics['env_steps']} environment steps over {metrics['iterations']} PPO iterations"
     else:
         line += f", PD-target RMSE {metrics['target_rmse_rad']:.4f} rad"
     print(f"{line} -> {args.output}")
