@@ -1,5 +1,6 @@
-"""Policies that hold up (issue 33): per robot, tracked clips -> dataset -> BC and DAgger (MPC expert) -> the same
-evaluation for BC, DAgger and the MPC expert (10 episodes x 20 s, pushes 0.4 m/s every 2 s, friction 0.6-1.2, base
+"""Policies that hold up (issue 33): per robot, tracked clips -> dataset -> BC, DAgger (MPC expert) and PPO
+fine-tuning under pushes of each (``--ppo-iterations``; train s of a fine-tuned row includes its start's) -> the
+same evaluation for all of them and the MPC expert (10 episodes x 20 s, pushes 0.4 m/s every 2 s, friction 0.6-1.2, base
 mass 0.9-1.1, observation noise 1, latency 0-20 ms, seed 0), with training and evaluation times.
 
     nice -n 10 .venv/bin/python bench/bench_policy.py --robot quadruped --out /tmp/akd_bench_policy
@@ -29,6 +30,7 @@ from akd_core.learn.env import WorldPhysics  # noqa: E402
 from akd_core.learn.evaluate import EvalConfig, ExpertController, PolicyController, evaluate  # noqa: E402
 from akd_core.learn.expert import ExpertConfig  # noqa: E402
 from akd_core.learn.policy import load_policy, save_policy  # noqa: E402
+from akd_core.learn.ppo import PPOConfig, train_ppo  # noqa: E402
 from akd_core.model.load import load_robot  # noqa: E402
 from akd_core.model.robot import Robot  # noqa: E402
 
@@ -96,7 +98,8 @@ def main() -> None:
     parser.add_argument("--expert-anchor", type=float, default=0.05)
     parser.add_argument("--expert-samples", type=int, default=None, help="MPC expert samples (default: the tracker's)")
     parser.add_argument("--expert-report", type=Path, default=None)
-    parser.add_argument("--skip", default="", help="comma-separated: bc, dagger, mpc")
+    parser.add_argument("--skip", default="", help="comma-separated: bc, dagger, bc+ppo, dagger+ppo, mpc")
+    parser.add_argument("--ppo-iterations", type=int, default=PPOConfig.iterations)
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     root = args.out / args.robot
@@ -130,6 +133,19 @@ def main() -> None:
             (root / "times.json").write_text(json.dumps(times))
         report = evaluate_once(root / f"{method}_eval.json", robot, path, "policy", cfg, expert)
         rows.append(report_row(method.upper() if method == "bc" else "DAgger", report, times.get(method)))
+    for start in ("bc", "dagger"):  # PPO fine-tuning under pushes of the cloned policies
+        name, path = f"{start}+ppo", root / f"{start}_ppo.pt"
+        if name in skip or start in skip:
+            continue
+        if not path.exists():
+            policy, meta, metrics = train_ppo(dataset, robot, PPOConfig(iterations=args.ppo_iterations),
+                                              init=root / f"{start}.pt",
+                                              checkpoint=path.with_name(path.name + ".ckpt"))
+            save_policy(path, policy, meta)
+            times[name] = metrics["train_seconds"] + times.get(start, 0.0)
+            (root / "times.json").write_text(json.dumps(times))
+        report = evaluate_once(root / f"{start}_ppo_eval.json", robot, path, "policy", cfg, expert)
+        rows.append(report_row(("BC" if start == "bc" else "DAgger") + " + PPO", report, times.get(name)))
     if "mpc" not in skip:
         report = evaluate_once(root / "mpc_eval.json", robot, root / "bc.pt", "mpc", cfg, expert)
         rows.append(report_row("MPC expert", report, None))
