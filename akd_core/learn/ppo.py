@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class PPOConfig:
-    iterations: int = 600
+    iterations: int = 1000
     num_envs: int = 64
     steps_per_env: int = 32  # transitions per world per iteration
     episode_s: float = 10.0
