@@ -247,6 +247,10 @@ def test_latency_delays_the_whole_target_signal():
     delayed = E.delayed_ramp(before, current, target, 10, DT, 0.006)  # 3 substeps of 2 ms
     signal = np.concatenate([substep_targets(np.stack([before, current, target]), 10), target[None]])
     np.testing.assert_allclose(delayed, signal[10 - 3:20 - 3], atol=1e-12)
+    worlds = rng.normal(size=(3, 2, 4))  # many worlds at once (the RL environment's call), each its own latency
+    batched = E.delayed_ramp(*worlds, 10, DT, np.array([0.006, 0.0]))
+    for i, lat in enumerate((0.006, 0.0)):
+        np.testing.assert_allclose(batched[i], E.delayed_ramp(*worlds[:, i], 10, DT, lat), atol=1e-15)
 
 
 def test_randomised_world_changes_friction_mass_and_takes_pushes(quadruped, dataset):

@@ -144,15 +144,16 @@ class WorldPhysics:
 
 
 def delayed_ramp(before: np.ndarray, current: np.ndarray, target: np.ndarray, steps: int, dt: float,
-                 latency_s: float) -> np.ndarray:
+                 latency_s: float | np.ndarray) -> np.ndarray:
     """Per-substep PD targets (steps, J) of one control period when the target signal (linear from ``before`` to
     ``current`` over the previous period, then to ``target`` over this one) is delayed by ``latency_s`` <= dt.
-    With no latency this is :func:`akd_core.physics.targets.substep_targets` of (current, target)."""
-    h = dt / steps
-    u = (np.arange(steps) * h - latency_s) / dt  # (S,) position on this period's ramp, negative: still the last
-    this = current[None] + (target - current)[None] * np.maximum(u, 0.0)[:, None]
-    last = before[None] + (current - before)[None] * (1.0 + np.minimum(u, 0.0))[:, None]
-    return np.where((u >= 0)[:, None], this, last)
+    With no latency this is :func:`akd_core.physics.targets.substep_targets` of (current, target). Many worlds at
+    once: targets (N, J) and latencies (N,) give (N, steps, J)."""
+    lat = np.asarray(latency_s, dtype=np.float64)[..., None]  # (..., 1)
+    u = (np.arange(steps) * (dt / steps) - lat) / dt  # (..., S) position on this period's ramp, negative: the last
+    this = current[..., None, :] + (target - current)[..., None, :] * np.maximum(u, 0.0)[..., None]
+    last = before[..., None, :] + (current - before)[..., None, :] * (1.0 + np.minimum(u, 0.0))[..., None]
+    return np.where((u >= 0)[..., None], this, last)
 
 
 def tilt_deg(root_quat: np.ndarray) -> float:

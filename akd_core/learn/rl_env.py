@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics
+from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics, delayed_ramp
 from akd_core.learn.evaluate import start_state
 from akd_core.learn.observation import body_angular_velocity, measured_terms, noise_scales, reference_features
 from akd_core.learn.reference import ReferenceClip, yaw_of
@@ -62,22 +63,11 @@ class RLEnvConfig:
     seed: int = 0
 
 
-def delayed_ramps(before: np.ndarray, current: np.ndarray, target: np.ndarray, steps: int, dt: float,
-                  latency_s: np.ndarray) -> np.ndarray:
-    """:func:`~akd_core.learn.env.delayed_ramp` of N worlds at once: (N, J) each, latencies (N,) -> (N, steps, J)."""
-    u = (np.arange(steps)[None] * (dt / steps) - latency_s[:, None]) / dt  # (N, S)
-    this = current[:, None] + (target - current)[:, None] * np.maximum(u, 0.0)[..., None]
-    last = before[:, None] + (current - before)[:, None] * (1.0 + np.minimum(u, 0.0))[..., None]
-    return np.where((u >= 0)[..., None], this, last)
-
-
 class TrackingVecEnv:
     """``num_envs`` randomised worlds (module docstring). Actions are absolute PD targets (N, J)."""
 
     def __init__(self, robot: Robot, physics: WorldPhysics, clips: list[ReferenceClip],
                  starts: list[dict[str, np.ndarray]], cfg: RLEnvConfig):
-        import os
-
         from mujoco import rollout as mj_rollout
 
         self.robot, self.physics, self.clips, self.starts, self.cfg = robot, physics, clips, starts, cfg
@@ -200,7 +190,7 @@ class TrackingVecEnv:
                        last + self.max_step)  # clip_to_limits, all worlds at once
         substeps = self.physics.substeps
         ctrl = np.zeros((self.n, substeps, self.models[0].nu))
-        ctrl[:, :, self.engine.act] = delayed_ramps(self.targets[:, 0], last, sent, substeps, self.dt, self.latency)
+        ctrl[:, :, self.engine.act] = delayed_ramp(self.targets[:, 0], last, sent, substeps, self.dt, self.latency)
         if self.pool is not None:
             state, _ = self.pool.rollout(self.models, self.datas, self.physics_state, ctrl)
         else:
