@@ -34,9 +34,9 @@ from tqdm import tqdm
 
 from akd_core.io.errors import ConfigError
 from akd_core.io.fileio import atomic_path
-from akd_core.learn.bc import BCConfig, demo_starts, policy_meta, train_bc
+from akd_core.learn.bc import BCConfig, dataset_physics, demo_starts, policy_meta, train_bc
 from akd_core.learn.dataset import PolicyDataset
-from akd_core.learn.env import Randomisation, WorldPhysics
+from akd_core.learn.env import Randomisation
 from akd_core.learn.policy import TrackingPolicy, check_robot_matches, load_policy
 from akd_core.learn.rl_env import PRIVILEGED_SIZE, REWARD_TERMS, RLEnvConfig, TrackingVecEnv
 from akd_core.model.robot import Robot
@@ -168,7 +168,7 @@ def train_ppo(dataset: PolicyDataset, robot: Robot, cfg: PPOConfig | None = None
     else:
         policy, _, bc_metrics = train_bc(dataset, robot, cfg.bc, progress=progress)
         start = {"init": None, "method": "bc", "bc": bc_metrics}
-    physics = WorldPhysics.from_dict(policy_meta(dataset, robot, cfg.bc, "ppo", {}).physics)
+    physics = dataset_physics(dataset, robot)
     clips = [d.reference for d in dataset.demos]
     starts = [demo_starts(d) for d in dataset.demos]
     env = TrackingVecEnv(robot, physics, clips, starts,
