@@ -36,6 +36,7 @@ import numpy as np
 from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics, delayed_ramp
 from akd_core.learn.evaluate import start_state
 from akd_core.learn.observation import body_angular_velocity, measured_terms, noise_scales, reference_features
+from akd_core.learn.policy import clip_to_limits
 from akd_core.learn.reference import ReferenceClip, yaw_of
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
@@ -186,8 +187,7 @@ class TrackingVecEnv:
         terms; worlds that ended are reset (their next observation is the new episode's)."""
         targets = np.asarray(targets, dtype=np.float64)
         last = self.targets[:, 1]
-        sent = np.clip(np.clip(targets, self.robot.lower, self.robot.upper), last - self.max_step,
-                       last + self.max_step)  # clip_to_limits, all worlds at once
+        sent = clip_to_limits(self.robot, targets, last, self.max_step)  # (N, J) at once
         substeps = self.physics.substeps
         ctrl = np.zeros((self.n, substeps, self.models[0].nu))
         ctrl[:, :, self.engine.act] = delayed_ramp(self.targets[:, 0], last, sent, substeps, self.dt, self.latency)
@@ -205,7 +205,7 @@ class TrackingVecEnv:
         body = self._body()
         rot = quat_to_matrix(body.root_quat)
         terms = self._reward_terms(body, rot, smooth)
-        reward = sum(REWARD_TERMS[name][0] * value for name, value in terms.items())
+        reward = np.where(bad, 0.0, sum(REWARD_TERMS[name][0] * value for name, value in terms.items()))
         tilt = np.degrees(np.arccos(np.clip(rot[:, 2, 2], -1.0, 1.0)))
         fell = bad | (tilt > FALL_TILT_DEG) | (body.root_pos[:, 2] < FALL_HEIGHT_FRACTION * self.start_height)
         timeout = ~fell & (self.steps >= self.max_frames)
