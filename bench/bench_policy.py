@@ -1,7 +1,8 @@
 """Policies that hold up (issue 33): per robot, tracked clips -> dataset -> BC, DAgger (MPC expert) and PPO
-fine-tuning under pushes of each (``--ppo-iterations``; train s of a fine-tuned row includes its start's) -> the
-same evaluation for all of them and the MPC expert (10 episodes x 20 s, pushes 0.4 m/s every 2 s, friction 0.6-1.2, base
-mass 0.9-1.1, observation noise 1, latency 0-20 ms, seed 0), with training and evaluation times.
+fine-tuning under pushes of each (``--ppo-iterations``, ``--ppo-kl``; one cached policy per setting; train s of a
+fine-tuned row includes its start's) -> the same evaluation for all of them and the MPC expert (10 episodes x 20 s,
+pushes 0.4 m/s every 2 s, friction 0.6-1.2, base mass 0.9-1.1, observation noise 1, latency 0-20 ms, seed 0), with
+training and evaluation times.
 
     nice -n 10 .venv/bin/python bench/bench_policy.py --robot quadruped --out /tmp/akd_bench_policy
     nice -n 10 .venv/bin/python bench/bench_policy.py --robot a1 --out /tmp/akd_bench_policy
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--expert-report", type=Path, default=None)
     parser.add_argument("--skip", default="", help="comma-separated: bc, dagger, bc+ppo, dagger+ppo, mpc")
     parser.add_argument("--ppo-iterations", type=int, default=PPOConfig.iterations)
+    parser.add_argument("--ppo-kl", type=float, default=PPOConfig.desired_kl)
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     root = args.out / args.robot
@@ -134,18 +136,22 @@ def main() -> None:
         report = evaluate_once(root / f"{method}_eval.json", robot, path, "policy", cfg, expert)
         rows.append(report_row(method.upper() if method == "bc" else "DAgger", report, times.get(method)))
     for start in ("bc", "dagger"):  # PPO fine-tuning under pushes of the cloned policies
-        name, path = f"{start}+ppo", root / f"{start}_ppo.pt"
+        name = f"{start}+ppo"
         if name in skip or start in skip:
             continue
+        tag = f"{start}_ppo{args.ppo_iterations}_kl{args.ppo_kl:g}"  # one cached policy per setting
+        path = root / f"{tag}.pt"
         if not path.exists():
-            policy, meta, metrics = train_ppo(dataset, robot, PPOConfig(iterations=args.ppo_iterations),
+            ppo = PPOConfig(iterations=args.ppo_iterations, desired_kl=args.ppo_kl)
+            policy, meta, metrics = train_ppo(dataset, robot, ppo,
                                               init=root / f"{start}.pt",
                                               checkpoint=path.with_name(path.name + ".ckpt"))
             save_policy(path, policy, meta)
-            times[name] = metrics["train_seconds"] + times.get(start, 0.0)
+            times[tag] = metrics["train_seconds"] + times.get(start, 0.0)
             (root / "times.json").write_text(json.dumps(times))
-        report = evaluate_once(root / f"{start}_ppo_eval.json", robot, path, "policy", cfg, expert)
-        rows.append(report_row(("BC" if start == "bc" else "DAgger") + " + PPO", report, times.get(name)))
+        report = evaluate_once(root / f"{tag}_eval.json", robot, path, "policy", cfg, expert)
+        label = ("BC" if start == "bc" else "DAgger") + f" + PPO {args.ppo_iterations} it., KL {args.ppo_kl:g}"
+        rows.append(report_row(label, report, times.get(tag)))
     if "mpc" not in skip:
         report = evaluate_once(root / "mpc_eval.json", robot, root / "bc.pt", "mpc", cfg, expert)
         rows.append(report_row("MPC expert", report, None))

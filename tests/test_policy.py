@@ -623,7 +623,8 @@ def test_ppo_starts_from_the_policy_exactly_resumes_and_writes_a_policy(dataset,
     out = tmp_path / "cli.pt"
     assert main(["train-policy", str(dataset_path), "--robot", "quadruped", "--method", "ppo", "--init", str(init),
                  "--ppo-iterations", "1", "--envs", "2", "--steps-per-env", "4", "--critic-warmup", "0",
-                 "-o", str(out)]) == 0
+                 "--ppo-kl", "0.02", "-o", str(out)]) == 0
     cli_policy, cli_meta = load_policy(out)
     assert cli_meta.method == "ppo" and cli_meta.train["start"]["init"] == str(init)
+    assert cli_meta.train["config"]["desired_kl"] == 0.02 and cli_meta.train["config"]["num_envs"] == 2
     assert cli_policy.act(raw).shape == (4, quadruped.num_dofs)

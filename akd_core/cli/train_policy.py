@@ -81,7 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     ppo.add_argument("--init-std", type=float, default=PPOConfig.init_std,
                      help=f"exploration std in normalised action units (default {PPOConfig.init_std:g})")
     ppo.add_argument("--ppo-lr", type=float, default=PPOConfig.learning_rate,
-                     help=f"PPO learning rate, adapted to a KL of 0.01 (default {PPOConfig.learning_rate:g})")
+                     help=f"the actor's starting learning rate, adapted each iteration to --ppo-kl "
+                          f"(default {PPOConfig.learning_rate:g})")
+    ppo.add_argument("--ppo-kl", type=float, default=PPOConfig.desired_kl,
+                     help=f"KL divergence per iteration the actor's learning rate is adapted to "
+                          f"(default {PPOConfig.desired_kl:g})")
     ppo.add_argument("--critic-warmup", type=int, default=PPOConfig.critic_warmup,
                      help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
 
@@ -118,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     elif method == "ppo":
         cfg = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
                         episode_s=args.ppo_episode_seconds, init_std=args.init_std, learning_rate=args.ppo_lr,
-                        critic_warmup=args.critic_warmup, randomisation=randomisation(args), bc=bc, seed=args.seed)
+                        desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
+                        bc=bc, seed=args.seed)
         policy, meta, metrics = train_ppo(dataset, robot, cfg, init=args.init, checkpoint=checkpoint)
     else:
         cfg = DaggerConfig(iterations=args.iterations, episodes=args.episodes, episode_s=args.episode_seconds,
