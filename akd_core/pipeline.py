@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from akd_core.export import stage_export
-from akd_core.io.errors import AKDError, ConfigError
+from akd_core.io.errors import AKDError, ConfigError, TrackingFailedError
 from akd_core.io.rundir import PREVIEW, RunDir
 from akd_core.motion.stage import stage_gait
 from akd_core.physics.crosscheck import crosscheck_when_told, stage_crosscheck
@@ -55,6 +55,8 @@ class PipelineConfig:
     distill_param: str | None = None  # akd distill's --param (None: the model folder's akd.json, else frames)
     distill_init: str | None = None  # akd distill's --init (None: constant, a neutral start)
     concurrent: bool = True  # cross-check in a child process beside preview/export (False: strictly in order)
+    link_err_limit_m: float | None = None  # `akd track --link-err-limit` (None: the clip's motion-class limit)
+    keep_failed: bool = False  # export a clip that failed its verdict (marked success=False) and return normally
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -72,7 +74,8 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
-    return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast)
+    return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast,
+                       link_err_limit_m=cfg.link_err_limit_m)
 
 
 def _crosscheck_stage(cfg: PipelineConfig, run: RunDir) -> dict:
@@ -136,6 +139,9 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
             if (background is None and name != "motion" and cfg.concurrent and todo["crosscheck"]
                     and any(todo[other] for other in ("track", "preview", "export"))):
                 background = BackgroundCrosscheck(run, cfg.device)  # needs the robot: after the motion stage
+            if name == "export" and not cfg.keep_failed and _failure_reasons(run):
+                echo(f"[{index}/{total}] {key}: skipped, the tracked clip failed (--keep-failed exports it)")
+                continue
             if name == "crosscheck" and background is not None:
                 background.go()
                 echo(f"[{index}/{total}] {key} ... (in the background, beside the next stages)")
@@ -154,9 +160,20 @@ def run_pipeline(cfg: PipelineConfig, echo: Callable[[str], None] = print) -> di
     finally:
         if background is not None:
             background.stop()
-    manifest = run.update_manifest(pipeline={"status": "done"})
+    reasons = _failure_reasons(run)
+    manifest = run.update_manifest(pipeline={"status": "failed" if reasons else "done"})
     echo(summary_table(run, manifest))
+    if reasons and not cfg.keep_failed:
+        raise TrackingFailedError(
+            f"{run.path}: the tracked clip FAILED: {'; '.join(reasons)}. manifest.json records it (verdict); the "
+            f"preview shows it, and nothing was exported. Try a slower speed or another gait, or pass --keep-failed "
+            "to export it anyway (marked success=False).")
     return manifest
+
+
+def _failure_reasons(run: RunDir) -> list[str]:
+    """Why the run's tracked clip failed its verdict (empty: it passed, or it is not tracked yet)."""
+    return list(run.stage("track").get("metrics", {}).get("failure_reasons") or [])
 
 
 class BackgroundCrosscheck:
@@ -241,6 +258,8 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
         ("penetration", _fmt(track.get("naive_penetration_m"), " m"), _fmt(track.get("penetration_m"), " m")),
         ("torque saturation", _fmt(track.get("naive_torque_saturation_frac")),
          _fmt(track.get("torque_saturation_frac"))),
+        ("final root error", _fmt(track.get("naive_final_root_err_m"), " m"),
+         _fmt(track.get("final_root_err_m"), " m")),
         ("fell", _fmt(track.get("naive_fell")), _fmt(track.get("fell"))),
     ]
     width = max(len(r[0]) for r in rows) + 2
@@ -253,6 +272,11 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     elif track.get("selected_targets") in ("naive", "feedforward"):
         kept = track["selected_targets"]
         lines.append(f"  (tracking did not improve on the {kept} replay: its PD targets were kept)")
+    if track.get("failure_reasons"):
+        lines.append(f"  FAILED: {'; '.join(track['failure_reasons'])}")
+    elif track.get("tracking_passed"):
+        lines.append(f"  passed: link error {_fmt(track.get('link_pos_err_m'), ' m')} <= "
+                     f"{_fmt(track.get('link_err_limit_m'), ' m')} (the limit for {track.get('motion_class')} clips)")
     if track.get("fell"):
         tilt = _fmt(track.get("max_tilt_deg"), " deg")
         lines.append(f"  THE TRACKED ROBOT FELL (max tilt {tilt}): the motion is not usable as a demonstration")

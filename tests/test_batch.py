@@ -123,7 +123,8 @@ def test_sweep_dataset_holds_only_the_good_runs_and_the_summary_names_the_rest(t
     assert summary["totals"]["robot"] == {"quadruped": {"jobs": 2, "included": 1, "excluded": 1, "failed": 0},
                                           "broken": {"jobs": 2, "included": 0, "excluded": 2, "failed": 2}}
     assert summary["totals"]["prompt"]["trotting forward"]["included"] == 1
-    assert summary["quality"] == {"allow_falls": False, "allow_limit_violations": False, "require_crosscheck": True,
+    assert summary["quality"] == {"allow_falls": False, "allow_failed_tracking": False, "allow_limit_violations": False,
+                                  "require_crosscheck": True,
                                   "max_link_err_m": 0.3, "max_stance_slip_mps": None, "max_penetration_m": None,
                                   "min_contact_match": None, "include_rejected": False}
     dataset = out / "dataset" / "dataset.hdf5"

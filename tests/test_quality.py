@@ -82,6 +82,15 @@ def test_default_gates_pass_a_good_run_and_name_every_gate_a_bad_one_fails():
                          lenient)[0] == []
 
 
+def test_a_clip_that_failed_its_tracking_verdict_is_left_out_unless_allowed():
+    failed = manifest(tracking_passed=False, failure_reasons=["link error 0.071 m > 0.03 m (the limit for steady "
+                                                              "clips)"])
+    assert gate_manifest(failed, QualityGates())[0] == [
+        "tracking failed: link error 0.071 m > 0.03 m (the limit for steady clips) (gate allow_failed_tracking)"]
+    assert gate_manifest(failed, QualityGates(allow_failed_tracking=True))[0] == []
+    assert gate_manifest(manifest(tracking_passed=True, failure_reasons=[]), QualityGates())[0] == []
+
+
 def test_threshold_gates_prefer_stance_slip_and_fail_nan_and_missing_metrics():
     gates = QualityGates(max_stance_slip_mps=0.1, max_penetration_m=0.01, min_contact_match=0.8)
     assert gate_manifest(manifest(), gates)[0] == []  # foot_skate_mps 0.08 stands in for stance slip

@@ -17,6 +17,7 @@ from akd_core.physics import tracker as TR
 from akd_core.physics.engines.base import BodyState
 from akd_core.physics.planner import SamplingConfig, SamplingPlanner
 from akd_core.physics.targets import substep_targets
+from akd_core.physics.verdict import TrackingLimits
 from tests.conftest import example_robot_urdf
 from tests.test_gradient import trot_in_place
 
@@ -284,7 +285,7 @@ def test_the_fast_preset_sizes_a_quadrupeds_planner_and_leaves_bipeds_and_explic
     assert plain.planning_engine is plain.engine
     given = TR.build(a1, clip, TR.TrackingConfig(fast=True, samples=12, replan_s=0.02, plan_dt=0))
     assert (given.sampling.samples, given.replan) == (12, 1) and given.planning_engine is given.engine
-    assert TR.retry_limit(fast.cfg, fast) == TR.RETRY_ABOVE_M["quadruped"]  # the preset's samples are a default
+    assert TR.retry_limit(fast.cfg, fast) == TrackingLimits().steady_m  # the preset's samples are a default
     from akd_core.model.load import load_robot
     from akd_core.motion.gait import GaitSpec, generate_gait
 

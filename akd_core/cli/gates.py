@@ -12,6 +12,9 @@ def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = QualityGates()
     group = parser.add_argument_group("quality gates (a run failing one is left out of the dataset; docs/batch.md)")
     group.add_argument("--allow-falls", action="store_true", help="keep runs whose tracked robot fell")
+    group.add_argument("--allow-failed-tracking", action="store_true",
+                       help="keep runs whose tracked clip failed its verdict (link error above its motion class's "
+                            "limit, or the root lost the reference; docs/tracking.md)")
     group.add_argument("--allow-limit-violations", "--allow-out-of-limits", dest="allow_limit_violations",
                        action="store_true",
                        help="keep runs whose joint positions or PD targets leave the URDF limits (unsafe)")

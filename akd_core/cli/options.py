@@ -38,3 +38,31 @@ def add_fast_argument(parser: argparse.ArgumentParser) -> None:
                         help="MPC preset for robots with three or more feet on CPU: 25 antithetic samples rolled out "
                              "at a 4 ms step, re-planned every 0.06 s, where those options are not given (~2.5x "
                              "faster, about the same link error: docs/tracking.md 'Fast preset'; bipeds: no change)")
+
+
+def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--link-err-limit", type=float, default=None, metavar="M",
+                        help="the clip fails above this mean link error in m (default by motion class: 0.03 walks, "
+                             "trots and paces of three or more feet, 0.05 gaits with flight phases, 0.08 bipeds; "
+                             "docs/tracking.md 'When a clip fails')")
+    parser.add_argument("--keep-failed", action="store_true",
+                        help="a clip that fails (fell, lost the reference, link error above its limit) is still "
+                             "exported (marked success=False) and the command exits 0; it is always marked failed "
+                             "in manifest.json")
+
+
+def fail_unless_passed(run, metrics: dict, keep_failed: bool) -> int:
+    """0 when the tracked clip passed (or ``keep_failed``); otherwise a TrackingFailedError naming the reasons."""
+    from akd_core.io.errors import TrackingFailedError
+
+    reasons = metrics.get("failure_reasons") or []
+    if not reasons:
+        return 0
+    text = "; ".join(reasons)
+    if keep_failed:
+        print(f"FAILED (kept, --keep-failed): {text}")
+        return 0
+    raise TrackingFailedError(
+        f"{run.path}: the tracked clip FAILED: {text}. manifest.json records it (verdict, "
+        "stages.track.metrics.failure_reasons) and tracked.npz is kept (`akd preview RUN` shows it). Try a slower "
+        "speed or another gait, `akd track RUN --samples N` with more samples, or pass --keep-failed to use it anyway.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from akd_core.cli.options import add_fast_argument, add_robot_options
+from akd_core.cli.options import add_fast_argument, add_robot_options, add_verdict_arguments
 from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
 from akd_core.sds.distill import INITS, PARAMETRISATIONS
 
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
     parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
     add_fast_argument(parser)
+    add_verdict_arguments(parser)
     parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
     parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),
                         help="comma-separated export formats (hdf5,lerobot,amp,isaaclab-amp,rosbag2 | all | none)")
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,
         prior=args.prior, video_model=args.video_model, distill_iterations=args.distill_iterations,
-        distill_param=args.param, distill_init=args.init)
+        distill_param=args.param, distill_init=args.init, link_err_limit_m=args.link_err_limit,
+        keep_failed=args.keep_failed)
     run_pipeline(cfg)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from akd_core.cli.options import add_fast_argument
+from akd_core.cli.options import add_fast_argument, add_verdict_arguments, fail_unless_passed
 from akd_core.io.rundir import TRACKED, RunDir
 from akd_core.physics.metrics import fall_warning
 from akd_core.physics.tracker import METHODS, stage_track
@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--antithetic", action="store_true",
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     add_fast_argument(parser)
+    add_verdict_arguments(parser)
     parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
 
 
@@ -68,19 +69,19 @@ def run(args: argparse.Namespace) -> int:
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
                           lr=args.lr, inverse_dynamics=not args.no_inverse_dynamics,
-                          feedforward_ok_m=args.feedforward_ok)
+                          feedforward_ok_m=args.feedforward_ok, link_err_limit_m=args.link_err_limit)
     print(f"tracked -> {run.file(TRACKED)} ({metrics['method']} on {metrics['engine']}, "
           f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
     print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
     for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
                 "foot_skate_mps", "penetration_m", "contact_schedule_match", "max_tilt_deg",
-                "torque_saturation_frac", "fell"):
+                "torque_saturation_frac", "final_root_err_m", "fell"):
         if key not in metrics:
             continue
         print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
     if metrics["fell"]:
         print(fall_warning(metrics))
-    return 0
+    return fail_unless_passed(run, metrics, args.keep_failed)
 
 
 def _fmt(value: Any) -> Any:

@@ -47,7 +47,7 @@ class Episode:
     source: str  # "tracked" | "reference"
     prompt: str
     seed: int
-    success: bool  # the tracked robot did not fall (True for a reference clip)
+    success: bool  # the tracked clip passed its verdict and did not fall (True for a reference clip)
     dt: float  # s between samples (control period)
     joint_names: list[str]  # (J,)
     joint_pos: np.ndarray  # (T, J) rad
@@ -166,8 +166,11 @@ def _seed(manifest: dict[str, Any]) -> int:
     return 0
 
 
-def _fell(manifest: dict[str, Any]) -> bool:
-    return bool(((manifest.get("stages") or {}).get("track") or {}).get("metrics", {}).get("fell", False))
+def _tracked_well(manifest: dict[str, Any]) -> bool:
+    """The tracked robot did not fall and the clip passed its verdict (runs tracked before verdicts existed: did
+    not fall)."""
+    metrics = ((manifest.get("stages") or {}).get("track") or {}).get("metrics", {})
+    return not metrics.get("fell", False) and metrics.get("tracking_passed", True) is not False
 
 
 def _from_tracked(run: RunDir, robot: Robot, motion: Motion, tracked: TrackedMotion,
@@ -176,7 +179,7 @@ def _from_tracked(run: RunDir, robot: Robot, motion: Motion, tracked: TrackedMot
               for name in ("joint_pos", "joint_vel", "root_pos", "root_quat", "root_lin_vel", "root_ang_vel",
                            "pd_targets", "joint_torques")}
     return _assemble(run, robot, motion, manifest, "tracked", tracked.dt, arrays, tracked.kp, tracked.kd,
-                     success=not _fell(manifest))
+                     success=_tracked_well(manifest))
 
 
 def _from_reference(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any]) -> Episode:

@@ -11,6 +11,7 @@ exporter accepts.
 Gates (the sweep YAML's ``quality:`` block, and the same as `akd export` options; ``null`` = no gate)::
 
     allow_falls: false            # a run whose tracked robot fell is excluded
+    allow_failed_tracking: false  # a run whose tracked clip failed its verdict (akd_core.physics.verdict) is excluded
     allow_limit_violations: false # joint positions / PD targets outside the URDF limits exclude the run
     require_crosscheck: true      # the other engine's replay must have run and passed
     max_link_err_m: 0.3           # mean link position error vs the reference, m
@@ -36,10 +37,11 @@ from akd_core.export.common import DATASET_FORMATS, limit_violation, load_episod
 from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.rundir import TRACKED, RunDir
 
-BOOL_GATES = ("allow_falls", "allow_limit_violations", "require_crosscheck")
+BOOL_GATES = ("allow_falls", "allow_failed_tracking", "allow_limit_violations", "require_crosscheck")
 NUMBER_GATES = ("max_link_err_m", "max_stance_slip_mps", "max_penetration_m", "min_contact_match")
 GATE_OPTIONS = {  # gate -> the `akd export` option that sets it
-    "allow_falls": "--allow-falls", "allow_limit_violations": "--allow-limit-violations",
+    "allow_falls": "--allow-falls", "allow_failed_tracking": "--allow-failed-tracking",
+    "allow_limit_violations": "--allow-limit-violations",
     "require_crosscheck": "--no-require-crosscheck", "max_link_err_m": "--max-link-err-m",
     "max_stance_slip_mps": "--max-stance-slip-mps", "max_penetration_m": "--max-penetration-m",
     "min_contact_match": "--min-contact-match"}
@@ -52,6 +54,7 @@ class QualityGates:
     """The thresholds a run must meet to enter a dataset (``None`` = that gate is off)."""
 
     allow_falls: bool = False
+    allow_failed_tracking: bool = False
     allow_limit_violations: bool = False
     require_crosscheck: bool = True
     max_link_err_m: float | None = 0.3
@@ -92,6 +95,8 @@ class QualityGates:
         parts = []
         if not self.allow_falls:
             parts.append("falls")
+        if not self.allow_failed_tracking:
+            parts.append("failed tracking verdicts")
         if not self.allow_limit_violations:
             parts.append("joint-limit violations")
         if self.require_crosscheck:
@@ -170,6 +175,9 @@ def gate_manifest(manifest: dict[str, Any], gates: QualityGates) -> tuple[list[s
             how = ("the simulation blew up" if track_metrics.get("diverged") else
                    f"max root tilt {fig['max_tilt_deg']:.0f} deg" if fig["max_tilt_deg"] is not None else "")
             reasons.append(f"fell{f' ({how})' if how else ''} (gate allow_falls)")
+    failures = (track.get("metrics") or {}).get("failure_reasons")
+    if not gates.allow_failed_tracking and failures:  # runs tracked before verdicts existed record none
+        reasons.append(f"tracking failed: {'; '.join(failures)} (gate allow_failed_tracking)")
     if gates.require_crosscheck:
         cross = stages.get("crosscheck")
         if not cross:

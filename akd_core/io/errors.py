@@ -42,6 +42,13 @@ class QualityGateError(AKDError):
     """A run fails a quality gate (it fell, left its limits, failed the cross-check, ...) and is not exported."""
 
 
+class TrackingFailedError(AKDError):
+    """A clip was tracked, but not well enough to be used (it fell, lost the reference, or its link error is above
+    its class's limit: akd_core.physics.verdict). Everything is written; the manifest says why it failed."""
+
+    exit_code = 3
+
+
 class MotionError(AKDError):
     """A motion file or array is malformed or inconsistent with its robot."""
 

@@ -142,6 +142,7 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     state was), plus the quality metrics every stage shares.
 
     ``joint_rmse_rad``; ``link_pos_err_m`` (mean over frames and ``link_names``); ``root_pos_err_m``;
+    ``final_root_err_m`` (horizontal root distance at the last frame);
     ``root_height_err_m`` / ``root_height_err_max_m`` (mean / max |z - z_ref| of the root);
     ``heading_err_deg`` (final frame, signed: tracked minus reference yaw) and ``max_heading_err_deg``;
     ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height, or a blown-up simulation);
@@ -173,6 +174,9 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
         "joint_rmse_rad": float(np.sqrt(np.mean((tracked.joint_pos - ref.joint_pos) ** 2))),
         "link_pos_err_m": float(np.linalg.norm(link_pos.numpy()[:, ids] - ref_link_pos, axis=-1).mean()),
         "root_pos_err_m": float(np.linalg.norm(tracked.root_pos - ref_root, axis=-1).mean()),
+        # how far the root ends from where the reference ends, on the ground plane: a robot left behind by a clip
+        # it could not keep up with can stay upright with a modest mean link error
+        "final_root_err_m": float(np.linalg.norm(tracked.root_pos[-1, :2] - ref_root[-1, :2])),
         "root_height_err_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).mean()),
         "root_height_err_max_m": float(np.abs(tracked.root_pos[:, 2] - ref_root[:, 2]).max()),
         "heading_err_deg": float(heading_err[-1]),

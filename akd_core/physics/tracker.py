@@ -50,6 +50,7 @@ from akd_core.physics.metrics import (
 from akd_core.physics.params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
 from akd_core.physics.planner import SamplingConfig, SamplingPlanner
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose
+from akd_core.physics.verdict import TrackingLimits, judge_tracking, motion_class
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,10 @@ class TrackingConfig:
     # FEEDFORWARD_OK_HEADING_DEG of heading; 0: always plan
     feedforward_ok_m: float = 0.02
     # with the default --samples, a result looser than this link error (m) or fallen is re-planned once with
-    # RETRY_SAMPLES_FACTOR x the samples and the better kept; None: RETRY_ABOVE_M by robot kind; 0: never
+    # RETRY_SAMPLES_FACTOR x the samples and the better kept; None: the clip's pass limit (verdict.py); 0: never
     retry_above_m: float | None = None
+    # the clip passes at or below this mean link error (m); None: its motion class's limit (akd_core.physics.verdict)
+    link_err_limit_m: float | None = None
     seed: int = 0
     # the gradient method (--method adam): see akd_core.physics.gradient
     window_s: float | None = 0.5
@@ -110,10 +113,9 @@ class TrackingConfig:
         return dataclasses.asdict(self)
 
 
-# The link errors a tracked clip should meet (the figures the issues hold quadrupeds and bipeds to): above them, with
-# the default sample count, the MPC re-plans the clip once with twice the samples and keeps the better result.
+# Above the link error a tracked clip must meet to pass (its motion class's limit, akd_core.physics.verdict), with the
+# default sample count, the MPC re-plans the clip once with twice the samples and keeps the better result.
 # Measured (docs/tracking.md, "Second attempt"): the a2 (40 kg, MJCF) demo trot 0.039 -> 0.017 m.
-RETRY_ABOVE_M = {"quadruped": 0.03, "biped": 0.08}
 RETRY_SAMPLES_FACTOR = 2
 
 # A biped's planner rolls out at twice the executed step (MuJoCo only), with the fine model's contact stiffness
@@ -568,7 +570,9 @@ def retry_limit(cfg: TrackingConfig, setup: Setup) -> float:
         if cfg.retry_above_m < 0:
             raise ConfigError(f"--retry-above must be >= 0 m (0: never re-plan), got {cfg.retry_above_m}")
         return float(cfg.retry_above_m)
-    return RETRY_ABOVE_M["biped" if is_biped(setup.robot, setup.reference) else "quadruped"]
+    if cfg.link_err_limit_m is not None:
+        return float(cfg.link_err_limit_m)
+    return TrackingLimits().limit(motion_class(setup.robot, setup.reference))
 
 
 def retry_checkpoint(checkpoint: Path) -> Path:
@@ -668,5 +672,10 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     with run.running_stage("track", cfg.to_dict()) as metrics:
         tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
         tracked.save(run.file(TRACKED))
+        verdict = judge_tracking(robot, motion, out, link_err_limit_m=cfg.link_err_limit_m)
+        out.update(verdict.to_metrics())
         metrics.update(out)
+    run.update_manifest(verdict={"passed": verdict.passed, "reasons": verdict.reasons})
+    if not verdict.passed:
+        log.warning("tracking %s", verdict.summary())
     return metrics
