@@ -1,6 +1,8 @@
 # AKD: the two commands a new user runs.
 #   make demo   create/update .venv, install everything, run the main job on the built-in quadruped
-#   make test   create/update .venv, check the import layering (.importlinter) and run the test suite
+#   make test   create/update .venv, check the import layering (.importlinter), build the docs strictly and run
+#               the test suite
+#   make docs   the docs site (mkdocs, material theme) -> site/
 # torch is installed pinned and first: an unpinned torch pulls a multi-GB CUDA build (see README).
 
 PYTHON ?= python3
@@ -16,7 +18,7 @@ STAMP  := $(VENV)/.akd-installed
 TORCH  ?= torch==2.13.0
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test venv bench lint clean
+.PHONY: demo test docs venv bench lint clean
 
 venv: $(STAMP)
 
@@ -35,7 +37,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/docs-check
 	$(VENV)/bin/python -m pytest
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
@@ -44,4 +50,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check akd_core akd_ros tests bench launch
 
 clean:
-	rm -rf $(VENV) build *.egg-info runs
+	rm -rf $(VENV) build *.egg-info runs site

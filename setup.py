@@ -85,7 +85,8 @@ setup(
         "ray": ["ray>=2.40"],
         # akd export-policy, akd ros policy; akd train-policy --method ppo (rsl-rl-lib)
         "policy": ["onnx>=1.16", "onnxruntime>=1.18", "rsl-rl-lib>=5.5,<6"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1",
+                 "mkdocs>=1.6", "mkdocs-material>=9.5"],  # `make test` builds the docs site strictly
     },
     entry_points={
         "console_scripts": [

@@ -221,7 +221,8 @@ def main() -> None:
               f"{agree}/{len(mine)}, {forward}/{len(mine)} move forward -> {'ok' if ok else 'NOT MET'}")
     seconds = [r["stage_seconds"] for r in rows if r["seconds"] is not None]
     if seconds:
-        print(f"distill wall time per run: median {np.median(seconds):.0f} s, max {max(seconds)} s (this session)")
+        print(f"distill wall time per run: median {np.median(seconds):.0f} s, max {max(seconds)} s "
+              "(runs of this invocation)")
     print(f"criterion (>= 2 of 3 per prompt, root forward): {'MET' if met else 'NOT MET'}")
 
 

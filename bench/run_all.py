@@ -25,7 +25,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "sds": ("bench_sds.py", [], ["--iterations", "2", "--gaussians", "2000"]),
     "tracking": ("bench_tracking.py", [], ["--clips", "a1-trot", "--duration", "1.0", "--worlds", "2"]),
     "ros": ("bench_ros.py", [], ["--rates", "100,500", "--duration", "1.0"]),
-    "policy": ("bench_policy.py", [], ["--seeds", "0"]),
+    "policy": ("bench_policy.py", [], ["--episodes", "2", "--seconds", "5", "--skip", "dagger,bc+ppo,dagger+ppo,mpc"]),
     "batch": ("bench_batch.py", [], ["--jobs", "2"]),
 }
 

@@ -110,7 +110,7 @@ def solo12_urdf() -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Keep AKD's own caches (converted meshes) per session, and ROS logs in a temp dir."""
+    """Keep AKD's own caches (converted meshes) per test run, and ROS logs in a temp dir."""
     cache = tmp_path_factory.getbasetemp() / "akd-cache"
     monkeypatch.setenv("AKD_CACHE", str(cache))
     monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path_factory.getbasetemp() / "ros-logs"))

@@ -145,7 +145,7 @@ def test_the_defaults_turn_each_prompt_into_its_gait_from_one_neutral_start(tmp_
     root (the prompts ask the same speed). So the gait comes from the prior and the prompt: the same start with
     another prompt gives another gait. Classified from reference.npz (the run's own gait_class) and by the bench's
     independent foot-phase classification; the root moves forward and the feet do not slide.
-    docs/prior_training.md ("Eighth session") has 3 seeds and the speed words."""
+    docs/sds.md ("The shipped prior today") has 3 seeds and the speed words."""
     import sys
 
     from akd_core.model.load import load_robot

@@ -1,14 +1,17 @@
-"""Continue `akd prior train --stage transformer` on a lent GPU for a fixed wall-clock budget, then bring it back.
+"""Continue `akd prior train --stage transformer` on a GPU for a fixed wall-clock budget, then bring it back.
 
-A lent GPU machine here has torch but not this project's virtual environment, at most 64 MiB may travel with a
-call, and a session gets ~15 minutes of device time. So the sprint is split in three:
+400 s of the prior's transformer training on one GPU (an H100) do the work of about 20 h on 2 CPU cores, but a
+rented or shared GPU machine usually lacks this project's environment and is paid by the minute. So a GPU run is
+three resumable stages, the GPU one with a fixed budget under 15 min, so that a short rental suffices; only the
+packed data (47 MiB for 1800 clips with a diffusers wheel) and a weights file travel:
 
     # 1. here: pack what the GPU needs (frames, frozen prompt embeddings, the checkpoint's weights, diffusers wheel)
     OMP_NUM_THREADS=1 .venv/bin/python tools/prior_gpu_sprint.py pack --data runs/prior_data_side \\
         --model runs/prior_model_side --out .gpu_side --wheels WHEEL_DIR
-    # 2. on the GPU (carry .gpu_side; install the wheels with pip --target, see the device README):
-    python3 tools/prior_gpu_sprint.py train --pack .gpu_side --out $OUT --seconds 400 --batch 64 --lr 4e-4
-    #    (--contrast-weight 10 --contrast-partner 0.5: the contrastive term of `akd prior train`, fifth session)
+    # 2. on the GPU machine (copy .gpu_side and this checkout there; needs torch; if diffusers is missing,
+    #    `pip install --target DIR .gpu_side/*.whl` and put DIR on PYTHONPATH), then copy OUT back:
+    python3 tools/prior_gpu_sprint.py train --pack .gpu_side --out OUT --seconds 400 --batch 64 --lr 4e-4
+    #    (--contrast-weight 10 --contrast-partner 0.5: the contrastive term of `akd prior train --contrast-weight`)
     # 3. here: put the weights back into the CPU checkpoint, then write the folder with one CPU step
     .venv/bin/python tools/prior_gpu_sprint.py unpack --model runs/prior_model_side --weights OUT/sprint_model.pt
     akd prior train --data runs/prior_data_side --out runs/prior_model_side --stage transformer --steps N+1 --resume
@@ -18,8 +21,8 @@ trains with AdamW, a warm-up and a cosine decay to 0.1x over the budget, the sam
 validation split as `akd prior train`, and every ``--val-every`` steps prints the validation v-MSE (caption /
 empty prompt) and the diffusion-classifier confusion over the validation clips (rows: clip gait; columns: the
 gait caption with the lowest error; bench/bench_prior_captions.py's captions). Weights and a JSON log are saved
-every 90 s, so a call cut off at its limit still returns them. Figures from two such sprints:
-docs/prior_training.md.
+every 90 s, so a run cut off at its time limit still leaves them. Speeds measured with it (one NVIDIA H100,
+29.6-34.4 steps/s at batch 64): docs/prior_training.md, "How long it takes".
 """
 
 from __future__ import annotations

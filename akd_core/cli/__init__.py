@@ -1,4 +1,4 @@
-"""The `akd` command (docs/design.md, "commands and files").
+"""The `akd` command (docs/architecture.md, "Outputs and the commands are a contract").
 
 One thin file per subcommand in this package (options -> typed stage options -> one stage function of akd_core ->
 print where the outputs are); this is the only place argparse lives. A command's module is imported only when it

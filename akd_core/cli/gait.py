@@ -14,7 +14,7 @@ from akd_core.render.preview import render_preview
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `akd gait` (docs/design.md, section 6)."""
+    """Options of `akd gait` (docs/architecture.md, "Outputs and the commands are a contract")."""
     add_robot_options(parser)
     parser.add_argument("--prompt", required=True, help="text, e.g. 'a dog trotting forward quickly'")
     parser.add_argument("--out", required=True, help="run directory (created)")

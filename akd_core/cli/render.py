@@ -10,7 +10,7 @@ from akd_core.render.run_video import DEFAULT_FPS, DEFAULT_GAUSSIANS, stage_rend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `akd render RUN` (docs/design.md, section 6)."""
+    """Options of `akd render RUN` (docs/architecture.md, "Outputs and the commands are a contract")."""
     parser.add_argument("run", type=Path, help="run directory with reference.npz (from `akd gait` / `akd run`)")
     parser.add_argument("--width", type=int, default=256, help="panel width in pixels (default 256)")
     parser.add_argument("--height", type=int, default=256, help="panel height in pixels (default 256)")

@@ -1,8 +1,8 @@
 """The run directory: the files every stage reads and writes, and manifest.json.
 
 ``RUN/manifest.json`` = ``{"robot", "prompt", "stages": {name: {"status", "seconds",
-"config", "metrics"}}, "versions", "seeds"}`` (docs/design.md, section 6). It is rewritten
-atomically after every change, so a killed run never leaves a torn manifest, and each
+"config", "metrics"}}, "versions", "seeds"}`` (docs/architecture.md, "Outputs and the commands are a
+contract"). It is rewritten atomically after every change, so a killed run never leaves a torn manifest, and each
 read-modify-write holds a lock (``RUN/.manifest.lock``), so stages running at the same time in
 several processes (`akd run` cross-checks beside the preview) never lose each other's entries.
 """

@@ -145,10 +145,10 @@ class OnnxPolicy:
         try:
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            self.ort_session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for a corrupt file
             raise ConfigError(f"{path} is not a loadable ONNX model ({exc})") from exc
-        props = self.session.get_modelmeta().custom_metadata_map
+        props = self.ort_session.get_modelmeta().custom_metadata_map
         if props.get("akd_format") != ONNX_FORMAT:
             raise ConfigError(f"{path} is not an AKD policy export (metadata akd_format != '{ONNX_FORMAT}'); "
                               "write one with `akd export-policy`")
@@ -165,7 +165,7 @@ class OnnxPolicy:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """PD targets (N, J) float64 from observations (N, D)."""
-        out = self.session.run(["pd_target"], {"obs": np.asarray(obs, dtype=np.float32).reshape(-1, self.obs_dim)})
+        out = self.ort_session.run(["pd_target"], {"obs": np.asarray(obs, dtype=np.float32).reshape(-1, self.obs_dim)})
         return out[0].astype(np.float64)
 
     @property

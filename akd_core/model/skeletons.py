@@ -4,7 +4,7 @@ A skeleton is a tree of cuboid bones. Every bone has one box (or a few) used as 
 geometry, with a colour per body part; its mass and inertia come from a uniform density chosen so the
 creature's total mass is realistic (the box inertia about the COM, combined by the parallel-axis theorem).
 
-Conventions (docs/design.md, section 3): x forward, y left, z up, SI units.
+Conventions (docs/architecture.md, "Conventions"): x forward, y left, z up, SI units.
 
 - In the rest pose (every joint at 0) the creature stands: legs straight down (the hexapod in its natural
   sprawl), and with the root at ``z = STANDING_HEIGHT[name]`` (root orientation identity) the lowest points of

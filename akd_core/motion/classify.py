@@ -29,10 +29,10 @@ Method:
    has some periodic content: the amplitude *balance* (smallest / largest foot amplitude, ramped over
    ``BALANCE_RANGE``: a foot that hardly moves makes every template doubtful) and the waveform *consistency*
    (:func:`fold_consistency`, ramped over ``CONSISTENCY_RANGE``: in a gait every foot repeats the same waveform,
-   shifted by its phase). Measured (tests/test_gait_classify.py, docs/prior_training.md): gait-library clips of
-   the built-in quadruped and a1 score >= 0.8 at 25 fps and at 8 fps over 2 s (walks stepping faster than
-   about 1.5 Hz at 8 fps excepted: their swing lasts about one frame), random joint motions above 0.5 in 0-10 %
-   of seeds (most kinds 0 %).
+   shifted by its phase). Measured (tests/test_gait_classify.py; docs/prior_training.md, "Gait classification"):
+   gait-library clips of the built-in quadruped and a1 score >= 0.8 at 25 fps and at 8 fps over 2 s (walks
+   stepping faster than about 1.5 Hz at 8 fps excepted: their swing lasts about one frame), random joint motions
+   above 0.5 in 0-10 % of seeds (most kinds 0 %).
 
 Quadruped templates (cycle phase per leg; every gait's mirror images and time reversals are included):
 trot LF=RH=0, RF=LH=0.5 (diagonal pairs in phase, lateral pairs in antiphase); pace LF=LH=0, RF=RH=0.5; bound

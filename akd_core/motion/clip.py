@@ -1,5 +1,6 @@
 """Motion clips: the kinematic reference (:class:`Motion`) and the physics result
-(:class:`TrackedMotion`), with their npz files (docs/design.md, section 6).
+(:class:`TrackedMotion`), with their npz files (docs/formats.md, "The run's motion files";
+docs/architecture.md, "Outputs and the commands are a contract").
 
 Quaternions are (x, y, z, w). Joint order is recorded by name in every file.
 """

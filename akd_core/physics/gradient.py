@@ -1,5 +1,5 @@
 """The paper's gradient method (``akd track --method adam``): Adam on PD targets through Newton/Warp's differentiable
-simulation (docs/design.md, "The method"), kept beside the sampling MPC as an option.
+simulation (docs/architecture.md, "The method"), kept beside the sampling MPC as an option.
 
 The room owns: building a Newton model from a :class:`~akd_core.model.robot.Robot` (floating base, ground contact,
 PD gains,

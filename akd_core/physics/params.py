@@ -19,7 +19,8 @@ from akd_core.model.robot import Robot
 
 log = logging.getLogger(__name__)
 
-REFERENCE_MASS_KG = 13.0  # the 12-DoF quadruped our contact/gain defaults were measured on (docs/design.md section 4)
+# the 12-DoF quadruped our contact/gain defaults were measured on (docs/architecture.md, "Backends")
+REFERENCE_MASS_KG = 13.0
 GRAVITY = 9.81
 KP_PER_KG = 4.5  # N m/(rad kg): PD stiffness per kg of robot, the gradient method's (its contact gradients were
 # measured with it)

@@ -1,4 +1,4 @@
-"""SDS distillation of a joint-angle sequence from a video diffusion prior (docs/design.md, "The method").
+"""SDS distillation of a joint-angle sequence from a video diffusion prior (docs/sds.md, "How SDS works").
 
 Parameters are per-frame joint angles (F, J) and a per-frame root pose (position (F, 3) and a
 rotation vector (F, 3) applied on top of the initial orientation). Each iteration:
@@ -114,8 +114,8 @@ class DistillConfig:
     # (a strong term that is always active fills Adam's second moments and stalls the SDS steps of the legs)
     float_clearance: float = 0.02
     # AKD: mean speed (m/s) of feet near the ground (0: off, the paper's objective, and the default: the known answer
-    # was verified without it). 3e5 kept the tiny prior's per-frame clips from gliding (fifth session): give it when
-    # a prior moves the body with the feet sliding
+    # was verified without it). 3e5 kept the tiny prior's per-frame clips from gliding (2026-11-27, 40aebf0): give
+    # it when a prior moves the body with the feet sliding
     lambda_skate: float = 0.0
     skate_height: float = 0.02  # m: a foot this high counts half as in contact (the stance threshold of reference.npz)
     sds_weight: float = 1.0
@@ -724,7 +724,7 @@ def distill_settings(prior: str, video_model: str | Path | None, iterations: int
     """(DistillConfig, init, the folder's akd.json settings) of a `akd distill` run (see :func:`stage_distill`):
     DistillConfig's defaults < the cogvideox folder's akd.json < ``config_overrides`` / ``iterations``.
     ``cuda`` None: whether torch sees a GPU (the iteration default when neither the folder nor the caller sets
-    one: 10000 on CUDA, 300 on CPU)."""
+    one: 10000 on CUDA, 400 on CPU)."""
     # the oracle borrows the folder's VAE only: the settings its transformer suits are not the oracle's
     folder_defaults = model_defaults(video_model) if prior == "cogvideox" else {}
     settings = {**folder_defaults, **(config_overrides or {})}

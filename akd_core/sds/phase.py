@@ -4,7 +4,7 @@ A gait is, to first order, one leg cycle that every leg repeats at a shared cade
 trot = diagonal pairs half a cycle apart, pace = lateral pairs, bound = front and hind pairs, walk = four beats.
 The per-frame joint angles of the paper's SDS (``--param frames``) can represent any of these, but from a still or
 gliding start every phase of a gait lowers the prior's loss alike, the pulls cancel, and no run here has stepped
-(docs/prior_training.md, sixth session). This module optimises in the space where the gait's identity lives:
+(docs/sds.md, "What did not work"). This module optimises in the space where the gait's identity lives:
 
     q_d(t) = c_d0 + sum_h [a_dh cos(2 pi h u) + b_dh sin(2 pi h u)],   u = f t + phi_leg(d)
 

@@ -31,8 +31,8 @@ def make_engine(name: str, robot: Robot, physics: PhysicsParams, sim_dt: float, 
 
 
 def resolve_engine(name: str | None, device: str) -> str:
-    """``auto`` -> Newton on CUDA (batched worlds pay off there), MuJoCo on CPU (~25-100x faster there: docs/design.md
-    section 4)."""
+    """``auto`` -> Newton on CUDA (batched worlds pay off there), MuJoCo on CPU (~25-100x faster there:
+    docs/architecture.md, "Backends")."""
     if name in (None, "auto"):
         return "newton" if device.startswith("cuda") else "mujoco"
     if name not in ENGINES:

@@ -1,6 +1,6 @@
 """Newton/Warp engine: N replicated worlds of one robot on a shared ground plane, Featherstone, stepped together
-(one Warp launch covers every world, so batches pay off on CUDA; on CPU the cost grows with N: docs/design.md,
-section 4).
+(one Warp launch covers every world, so batches pay off on CUDA; on CPU the cost grows with N: docs/architecture.md,
+"Backends").
 
 The PD law is ours (a Warp kernel writes the clamped torque into ``control.joint_f`` every substep; Newton's own
 drive is off because its solvers do not clamp effort). Contact is Newton's penalty model with

@@ -1,8 +1,8 @@
 """The video-prior interface: Score Distillation Sampling (SDS) with a v-prediction model.
 
 A :class:`VideoPrior` scores a rendered video (F, 3, H, W) in [0, 1] and returns a scalar
-loss whose gradient w.r.t. the video's latents is the SDS gradient (docs/design.md, "The method"; "SDS with a
-v-prediction video model"):
+loss whose gradient w.r.t. the video's latents is the SDS gradient (docs/sds.md, "How SDS works"; v-prediction
+as in CogVideoX):
 
     z_t    = sqrt(a_t) z + sqrt(1 - a_t) eps
     x0_hat = sqrt(a_t) z_t - sqrt(1 - a_t) v(z_t; t, y)        v with classifier-free guidance

@@ -14,8 +14,8 @@ Layout of DIR::
     DIR/clips/000123.npz     frames uint8 (F, H, W, 3); prompt str; meta (JSON str: gait spec, camera, blur);
                              joint_names, joint_pos (F, J), root_pos (F, 3), root_quat (F, 4) xyzw (the pose shown)
 
-Clip ``i`` is drawn from its own random stream (seed, i), so the set is identical whatever order or how many
-sessions wrote it; existing clips are skipped (resume), and each file is written atomically (Ctrl-C safe).
+Clip ``i`` is drawn from its own random stream (seed, i), so the set is identical whatever the order or the number
+of runs that wrote it; existing clips are skipped (resume), and each file is written atomically (Ctrl-C safe).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class DataConfig:
     # to it, speed and cadence together (same step length). At 8 fps the gait library's natural cadence for the
     # built-in quadruped is 2.3-5 Hz (trot, pace), 1.6-3.5 frames per stride, a strobe in which the footfall order
     # is hardly visible and, above 4 Hz, aliased; SDS from a neutral start steps at 0.8-1.7 Hz
-    # (docs/prior_training.md, "Sixth session"). 4 frames resolve a quarter cycle (a walk's four beats). 0: no cap.
+    # (docs/prior_training.md, "What did not work"). 4 frames resolve a quarter cycle (a walk's four beats). 0: no cap.
     min_stride_frames: float = 4.0
 
     def __post_init__(self) -> None:
