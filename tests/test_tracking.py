@@ -281,7 +281,7 @@ def test_the_fast_preset_sizes_a_quadrupeds_planner_and_leaves_bipeds_and_explic
     assert (fast.sampling.samples, fast.sampling.antithetic, fast.replan) == (25, True, 3)
     assert fast.planning_engine.sim_dt == pytest.approx(2 * fast.engine.sim_dt)
     plain = TR.build(a1, clip, TR.TrackingConfig())
-    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (32, False, 2)
+    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (32, False, 3)
     assert plain.planning_engine is plain.engine
     given = TR.build(a1, clip, TR.TrackingConfig(fast=True, samples=12, replan_s=0.02, plan_dt=0))
     assert (given.sampling.samples, given.replan) == (12, 1) and given.planning_engine is given.engine
@@ -427,6 +427,30 @@ def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_k
     assert given["attempts"] is None and given["samples"] == 4 and given["retry_above_m"] == 0.0
     with pytest.raises(ConfigError, match="--retry-above"):
         TR.track_motion(a1, motion, TR.TrackingConfig(feedforward_ok_m=0.0, retry_above_m=-1.0), progress=False)
+
+
+def test_replans_sample_only_where_the_warm_started_plan_drifts_and_sample_more_where_it_drifts_far(a1):
+    """Event-triggered re-planning: a window whose warm-started plan already predicts a link error below
+    settle_fraction x the pass limit is executed after one rollout; one predicting more than boost_fraction x the
+    limit is planned with BOOST_SAMPLES_FACTOR x the candidates; the rollouts add up exactly."""
+    motion = trot_in_place(a1, duration=0.3)
+
+    def run(**options):
+        return TR.track_motion(a1, motion, TR.TrackingConfig(feedforward_ok_m=0.0, retry_above_m=0.0, **options),
+                               progress=False)[1]
+
+    plain = run(settle_fraction=0.0, boost_fraction=0.0)
+    samples, replans = plain["samples"], plain["replans"]
+    assert plain["settled_replans"] == plain["boosted_replans"] == 0
+    assert plain["rollouts"] == replans * (samples + 1)  # the candidates and the returned mean
+    settled = run(settle_fraction=1e3, boost_fraction=0.0)  # every plan predicts less than 30 m
+    assert settled["settled_replans"] == settled["replans"] == replans and settled["rollouts"] == replans
+    boosted = run(settle_fraction=0.0, boost_fraction=1e-9)  # every plan predicts more than 30 nm
+    assert boosted["boosted_replans"] == replans
+    assert boosted["rollouts"] == replans * (1 + TR.BOOST_SAMPLES_FACTOR * samples + 1)
+    assert TR.TrackingConfig().settle_fraction > 0 and TR.TrackingConfig().boost_fraction > 0
+    with pytest.raises(ConfigError, match="settle_fraction"):
+        run(settle_fraction=-1.0)
 
 
 # ----------------------------------------------------------------------------- issue figures on real clips (slow)

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
     parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
     parser.add_argument("--replan", type=float, default=None,
-                        help="MPC re-plan period, s (default 0.04; --fast 0.06)")
+                        help="MPC re-plan period, s (default 0.06; bipeds 0.04)")
     parser.add_argument("--plan-dt", type=float, default=None,
                         help="MuJoCo step of the MPC's candidate rollouts, s (default: bipeds 2 x the tracking "
                              "step, with its contact stiffness; other robots and 0: the tracking step). What is "

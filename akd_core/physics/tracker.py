@@ -48,7 +48,7 @@ from akd_core.physics.metrics import (
     tracks_better,
 )
 from akd_core.physics.params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
-from akd_core.physics.planner import SamplingConfig, SamplingPlanner
+from akd_core.physics.planner import PlanResult, SamplingConfig, SamplingPlanner
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose
 from akd_core.physics.verdict import TrackingLimits, judge_tracking, motion_class
 
@@ -60,6 +60,8 @@ CONTACT_FORCE_FRACTION = 0.01  # a foot is in contact when it carries more than 
 # the feedforward replay is kept without planning only if it also never turns away by more than this (deg): a slow
 # heading drift is what MPC corrects best (measured: g1 walk, 3.7 deg -> 0.1 deg)
 FEEDFORWARD_OK_HEADING_DEG = 2.0
+# a warm-started plan is executed unsampled only while the root keeps within this of the reference orientation (rad)
+SETTLED_TILT_RAD = 0.05
 
 
 @dataclass
@@ -80,7 +82,7 @@ class TrackingConfig:
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
     horizon_s: float | None = None  # planning horizon (default 0.4 s, 0.8 for bipeds)
-    replan_s: float | None = None  # executed between re-plans (default 0.04 s; FAST_PRESET's with fast)
+    replan_s: float | None = None  # executed between re-plans (DEFAULT_REPLAN_S, bipeds BIPED_REPLAN_S)
     # MuJoCo step of the planner's rollouts (s): None = BIPED_PLAN_STEP_FACTOR x the tracking step for bipeds (where
     # the control period holds a whole number of them), the tracking step itself for other robots and at 0; what is
     # executed always steps at sim_dt
@@ -103,6 +105,13 @@ class TrackingConfig:
     retry_above_m: float | None = None
     # the clip passes at or below this mean link error (m); None: its motion class's limit (akd_core.physics.verdict)
     link_err_limit_m: float | None = None
+    # event-triggered re-planning: a re-plan whose warm-started plan already predicts a mean link error below this
+    # fraction of the clip's pass limit (and a root within SETTLED_TILT_RAD of the reference's orientation) executes
+    # it without sampling; 0: sample at every re-plan
+    settle_fraction: float = 0.7
+    # adaptive sample count: a re-plan whose warm-started plan predicts a link error above this fraction of the pass
+    # limit samples BOOST_SAMPLES_FACTOR x the candidates (only with the default --samples); 0: never
+    boost_fraction: float = 1.0
     seed: int = 0
     # the gradient method (--method adam): see akd_core.physics.gradient
     window_s: float | None = 0.5
@@ -117,6 +126,7 @@ class TrackingConfig:
 # default sample count, the MPC re-plans the clip once with twice the samples and keeps the better result.
 # Measured (docs/tracking.md, "Second attempt"): the a2 (40 kg, MJCF) demo trot 0.039 -> 0.017 m.
 RETRY_SAMPLES_FACTOR = 2
+BOOST_SAMPLES_FACTOR = 2
 
 # A biped's planner rolls out at twice the executed step (MuJoCo only), with the fine model's contact stiffness
 # (MujocoEngine's planning model): half the cost of its long (0.8 s), wide (64) rollout batches. Measured
@@ -139,7 +149,13 @@ BIPED_WEIGHTS = CostWeights(orientation=2.0, height=3.0, velocity=0.5, drift_tim
 # 0.009, a1 fast trot 0.015 -> 0.010; a1 trot 0.016 -> 0.021 and go2 demo 0.016 -> 0.019 (within their seed spread).
 LEGGED_WEIGHTS = CostWeights(orientation=1.0, velocity=0.5, drift_time_s=0.2)
 
-DEFAULT_REPLAN_S = 0.04
+# Re-plan periods. Robots with three or more feet re-plan every 0.06 s: with event-triggered re-planning
+# (settle_fraction) and adaptive sample counts (boost_fraction), "trot forward" 4 s clips of a1, laikago, hyq, go1,
+# go2 and aliengo track within 0.03 m on the first attempt with 1219-2339 rollouts, against 3300 (and a second
+# attempt for hyq) at 0.04 s without them (docs/tracking.md, "Real time"). Bipeds balance on a narrow support and
+# keep re-planning every 0.04 s.
+DEFAULT_REPLAN_S = 0.06
+BIPED_REPLAN_S = 0.04
 
 # Robots with three or more feet plan in a model whose ball-like mesh feet are spheres (MujocoEngine's
 # simple_contacts; the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's
@@ -183,6 +199,8 @@ class Setup:
     horizon: int  # control frames
     replan: int
     knot: int
+    settle_m: float = 0.0  # a warm-started plan predicting a link error below this is executed unsampled (0: never)
+    boost_m: float = 0.0  # ... above this, the window is planned with BOOST_SAMPLES_FACTOR x the samples (0: never)
 
 
 def feedforward_targets(robot: Robot, reference: Motion, physics: PhysicsParams, enabled: bool = True,
@@ -274,17 +292,30 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
                  height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
                                                                      cfg.velocity_feedforward, torques),
                  cfg=cfg, sampling=sampling, weights=weights, horizon=frames(horizon_s),
-                 replan=frames(replan_seconds(cfg, biped, device)), knot=frames(cfg.knot_s))
+                 replan=frames(replan_seconds(cfg, biped, device)), knot=frames(cfg.knot_s),
+                 settle_m=cfg.settle_fraction * pass_limit(cfg, robot, reference),
+                 boost_m=cfg.boost_fraction * pass_limit(cfg, robot, reference) if cfg.samples is None else 0.0)
+
+
+def pass_limit(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float:
+    """The clip's pass limit on the link error (m): ``link_err_limit_m``, else its motion class's."""
+    for name in ("settle_fraction", "boost_fraction"):
+        value = getattr(cfg, name)
+        if not (np.isfinite(value) and value >= 0):
+            raise ConfigError(f"{name} must be >= 0 (0: off), got {value!r}")
+    return cfg.link_err_limit_m or TrackingLimits().limit(motion_class(robot, reference))
 
 
 def replan_seconds(cfg: TrackingConfig, biped: bool, device: str) -> float:
     """The re-plan period: ``cfg.replan_s``, else FAST_PRESET's with ``fast`` (not for bipeds, not on CUDA), else
-    DEFAULT_REPLAN_S."""
+    DEFAULT_REPLAN_S (BIPED_REPLAN_S for bipeds)."""
     if cfg.replan_s is not None:
         if not (np.isfinite(cfg.replan_s) and cfg.replan_s > 0):
             raise ConfigError(f"--replan must be a positive number of seconds, got {cfg.replan_s!r}")
         return float(cfg.replan_s)
-    fast = cfg.fast and not biped and not device.startswith("cuda")
+    if biped:
+        return BIPED_REPLAN_S
+    fast = cfg.fast and not device.startswith("cuda")
     return FAST_PRESET.replan_s if fast else DEFAULT_REPLAN_S
 
 
@@ -410,9 +441,15 @@ class PlanWindow:
 
     def score(self, rollout, start, values: np.ndarray) -> np.ndarray:
         """Costs (N,) of knot offsets (N, K, J) rolled out from the engine state ``start``."""
+        return self.score_terms(rollout, start, values)[0]
+
+    def score_terms(self, rollout, start, values: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`score` and the cost's terms (each (N,))."""
         batch = rollout(start, self.targets(values))
         first = np.broadcast_to(self.executed - self.setup.feedforward[self.t], (len(values), 1, values.shape[-1]))
-        return self.setup.cost(batch, self.t, np.concatenate([first, values], axis=1))
+        offsets = np.concatenate([first, values], axis=1)
+        cost = self.setup.cost
+        return cost(batch, self.t, offsets), cost.terms(batch, self.t, offsets)
 
 
 def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = True) -> tuple[np.ndarray, Execution,
@@ -425,11 +462,14 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
     frames, j = setup.reference.num_frames, robot.num_dofs
     lower, upper = np.asarray(robot.lower, dtype=np.float64), np.asarray(robot.upper, dtype=np.float64)
     planner = SamplingPlanner(setup.sampling, seed=setup.cfg.seed)
+    boosted = SamplingPlanner(dataclasses.replace(setup.sampling,
+                                                  samples=setup.sampling.samples * BOOST_SAMPLES_FACTOR))
+    boosted.rng = planner.rng  # one stream of draws: a resumed run replays the same plans
     ff = setup.feedforward
     first = np.clip(ff[0], lower, upper).astype(np.float32).astype(np.float64)
     st: dict[str, Any] = {"t": 0, "targets": np.zeros((frames, j)), "knots": {}, "record": Execution(),
                           "engine_state": engine.start(setup.start), "rng": planner.rng.bit_generator.state,
-                          "rollouts": 0, "seconds": 0.0, "costs": []}
+                          "rollouts": 0, "seconds": 0.0, "costs": [], "settled": 0, "boosted": 0}
     st["targets"][0] = first
     key = _setup_key(setup)
     if checkpoint is not None and checkpoint.exists():
@@ -465,7 +505,17 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             nominal = np.array(nominal)
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
             score = partial(window.score, setup.planning_engine.rollout, st["engine_state"])
-            result = planner.improve(nominal, score)
+            result, predicted = settled_plan(window, setup, st["engine_state"], nominal)
+            if result is None:
+                # a drifting window gets more candidates (adaptive sample count): accuracy where it is needed,
+                # instead of a second attempt at the whole clip
+                boost = predicted > setup.boost_m > 0
+                result = (boosted if boost else planner).improve(nominal, score)
+                if setup.settle_m > 0 or setup.boost_m > 0:  # the rollout that predicted the drift
+                    result = dataclasses.replace(result, evaluated=result.evaluated + 1)
+                st["boosted"] += int(boost)
+            else:
+                st["settled"] += 1
             for f, v in zip(knot_frames, result.nominal):
                 known[int(f)] = v
             for f in [f for f in known if f <= t]:
@@ -492,9 +542,24 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
     finally:
         bar.close()
     save()
-    info = {"rollouts": st["rollouts"], "replans": len(st["costs"]), "seconds": st["seconds"],
-            "mean_plan_cost": float(np.mean(st["costs"])) if st["costs"] else None}
+    info = {"rollouts": st["rollouts"], "replans": len(st["costs"]), "settled_replans": st["settled"],
+            "boosted_replans": st["boosted"],
+            "seconds": st["seconds"], "mean_plan_cost": float(np.mean(st["costs"])) if st["costs"] else None}
     return st["targets"].astype(np.float32), st["record"], info
+
+
+def settled_plan(window: PlanWindow, setup: Setup, state: Any,
+                 nominal: np.ndarray) -> tuple[PlanResult | None, float]:
+    """(The warm-started plan as it is, or None; the link error one rollout of it predicts over the horizon).
+    The plan is kept when it already tracks well within the clip's limit (event-triggered MPC: sampling where the
+    robot drifts, not where the last plan still holds). Costs one rollout; nothing without settling or boosting."""
+    if setup.settle_m <= 0 and setup.boost_m <= 0:
+        return None, 0.0
+    cost, terms = window.score_terms(setup.planning_engine.rollout, state, nominal[None])
+    link = float(terms["link"][0]) if np.isfinite(cost[0]) and terms["diverged"][0] == 0 else np.inf
+    if link <= setup.settle_m and terms["orientation"][0] <= SETTLED_TILT_RAD:
+        return PlanResult(nominal, float(cost[0]), 1), link
+    return None, link
 
 
 def _last_knot(known: dict[int, np.ndarray], joints: int) -> np.ndarray:
@@ -641,7 +706,10 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
                 "samples": setup.sampling.samples, "iterations": setup.sampling.iterations,
                 "noise_rad": setup.sampling.noise_rad, "horizon_s": setup.horizon / setup.reference.fps,
                 "replan_s": setup.replan / setup.reference.fps, "knot_s": setup.knot / setup.reference.fps,
-                "rollouts": info["rollouts"], "replans": info["replans"], "mean_plan_cost": info["mean_plan_cost"],
+                "rollouts": info["rollouts"], "replans": info["replans"],
+                "settled_replans": info.get("settled_replans"),
+                "boosted_replans": info.get("boosted_replans"), "settle_link_err_m": setup.settle_m,
+                "boost_link_err_m": setup.boost_m, "mean_plan_cost": info["mean_plan_cost"],
                 "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
                 "sim_dt_s": engine.sim_dt, "plan_dt_s": setup.planning_engine.sim_dt,
                 "control_hz": setup.reference.fps, "device": engine.device,
