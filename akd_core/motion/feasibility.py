@@ -167,6 +167,107 @@ def _ddt(x: np.ndarray, dt: float) -> np.ndarray:
     return np.gradient(x, dt, axis=0, edge_order=2 if len(x) >= 3 else 1)
 
 
+def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = None,
+                  link_rot: np.ndarray | None = None) -> np.ndarray:
+    """Inverse-dynamics joint torques (F,J) N m (prismatic joints: N) along ``motion``, the ground carrying the
+    floating base through the feet in intended stance (module docstring of this file for the link dynamics).
+
+    Newton-Euler on the kinematic tree in its subtree form: the wrench a joint passes to its child's subtree is that
+    subtree's rate of momentum change minus gravity minus the ground wrench on its feet, and the joint's torque is its
+    moment about the joint axis (``tau_j = a_j . sum_{i in subtree} [(p_i - o_j) x m_i (a_i - g) + d/dt(I_i w_i)]`` less
+    the feet's share). Link accelerations and angular-momentum rates by central differences of the FK, as
+    :func:`centroidal_wrench`. The required ground wrench (``m (c'' - g)`` and ``L'``) is shared among the stance
+    feet with weights ``w_k >= 0`` (sum 1) whose weighted contact point is nearest the centre of pressure (least
+    squares, the most even split among equals: in double support the load moves from one foot to the other as the
+    CoP does), each foot pushing at its contact point moved by the same offset so the feet's wrenches add up to the
+    whole. Contact points: the middle of a foot's contact parts that are down (``Motion.contact_parts``). Flight, and
+    frames where the ground would have to pull, have no ground wrench. No friction limit, no joint friction or
+    rotor inertia: the feedforward a tracker needs, not a model of the motors."""
+    from scipy.optimize import nnls
+
+    frames = motion.num_frames
+    if link_pos is None or link_rot is None:
+        fk = ForwardKinematics(robot).double()
+        with torch.no_grad():
+            pos_t, rot_t = fk(torch.as_tensor(motion.root_pos, dtype=torch.float64),
+                              torch.as_tensor(motion.root_quat, dtype=torch.float64),
+                              torch.as_tensor(motion.joint_pos, dtype=torch.float64))
+        link_pos, link_rot = pos_t.numpy(), rot_t.numpy()
+    dt = motion.dt
+    num_links = len(robot.links)
+    sum_f = np.zeros((frames, num_links, 3))  # per link: its own m (a - g), then (below) its subtree's
+    sum_m = np.zeros((frames, num_links, 3))  # ... and the moment of that about the world origin, plus dh/dt
+    for i, link in enumerate(robot.links):
+        inertial = link.inertial
+        if inertial is None or inertial.mass <= 0:
+            continue
+        rot = link_rot[:, i] @ inertial.origin[:3, :3]
+        p = link_pos[:, i] + link_rot[:, i] @ inertial.origin[:3, 3]
+        force = inertial.mass * (_ddt(_ddt(p, dt), dt) + np.array([0.0, 0.0, GRAVITY]))
+        omega_hat = _ddt(rot, dt) @ np.swapaxes(rot, -1, -2)
+        omega = 0.5 * np.stack([omega_hat[:, 2, 1] - omega_hat[:, 1, 2], omega_hat[:, 0, 2] - omega_hat[:, 2, 0],
+                                omega_hat[:, 1, 0] - omega_hat[:, 0, 1]], -1)
+        spin = np.einsum("fij,fj->fi", rot @ inertial.inertia @ np.swapaxes(rot, -1, -2), omega)
+        sum_f[:, i] = force
+        sum_m[:, i] = np.cross(p, force) + _ddt(spin, dt)
+    total_f, total_m = sum_f.sum(1), sum_m.sum(1)  # the ground wrench the motion needs, about the origin
+    # the ground's share per stance foot
+    feet = [robot.link_index(name) for name in motion.foot_names]
+    if feet and motion.foot_contacts.size:
+        points, parts = motion.contact_points().astype(np.float64), motion.contact_parts()  # (K,P,3), (F,K,P)
+        world = np.stack([link_pos[:, li, None] + np.einsum("fij,pj->fpi", link_rot[:, li], points[k])
+                          for k, li in enumerate(feet)], 1)  # (F,K,P,3)
+        down = parts & motion.foot_contacts[:, :, None]
+        count = down.sum(-1)
+        centre = np.where((count > 0)[..., None], (world * down[..., None]).sum(2) / np.maximum(count, 1)[..., None],
+                          world.mean(2))  # (F,K,3)
+        centre[..., 2] = 0.0
+        fz = total_f[:, 2]
+        for t in np.flatnonzero(motion.foot_contacts.any(1) & (fz > 1e-9)):
+            stance = np.flatnonzero(motion.foot_contacts[t])
+            cop = np.array([-total_m[t, 1] / fz[t], total_m[t, 0] / fz[t], 0.0])
+            c = centre[t, stance]
+            if len(stance) == 1:
+                w = np.ones(1)
+            else:
+                scale = max(float(np.ptp(c[:, :2], axis=0).max()), 1e-3)
+                a = np.vstack([c[:, :2].T / scale, 10.0 * np.ones(len(stance)), 1e-3 * np.eye(len(stance))])
+                b = np.r_[cop[:2] / scale, 10.0, np.full(len(stance), 1e-3 / len(stance))]
+                w = nnls(a, b)[0]
+                w = w / w.sum() if w.sum() > 0 else np.full(len(stance), 1.0 / len(stance))
+            shift = cop - w @ c
+            free = total_m[t] - np.cross(cop, total_f[t])  # the vertical free moment
+            for k, wk in zip(stance, w):
+                sum_f[t, feet[k]] -= wk * total_f[t]
+                sum_m[t, feet[k]] -= wk * (np.cross(c[np.flatnonzero(stance == k)[0]] + shift, total_f[t]) + free)
+    parent = {robot.link_index(j.child): robot.link_index(j.parent) for j in robot.joints}
+    for i in range(num_links - 1, 0, -1):  # children come after their parents in link order
+        if i in parent:
+            sum_f[:, parent[i]] += sum_f[:, i]
+            sum_m[:, parent[i]] += sum_m[:, i]
+    tau = np.zeros((frames, robot.num_dofs))
+    for d, joint in enumerate(robot.actuated_joints):
+        c = robot.link_index(joint.child)
+        axis = link_rot[:, c] @ joint.axis
+        if joint.type == "prismatic":
+            tau[:, d] = np.einsum("fi,fi->f", axis, sum_f[:, c])
+        else:
+            moment = sum_m[:, c] - np.cross(link_pos[:, c], sum_f[:, c])
+            tau[:, d] = np.einsum("fi,fi->f", axis, moment)
+    return tau
+
+
+def effort_ratios(robot: Robot, torques: np.ndarray, skip: int = 2) -> np.ndarray:
+    """Per joint (J,), the largest ``|tau| / effort limit`` over the frames of ``torques`` (F,J) but the ``skip``
+    first and last (one-sided differences there); 0 for a joint without a positive finite limit."""
+    limit = np.asarray(robot.effort_limit, dtype=np.float64)
+    finite = np.isfinite(limit) & (limit > 0)
+    inner = torques[skip:len(torques) - skip] if len(torques) > 2 * skip else torques
+    if not len(inner):
+        return np.zeros(len(limit))
+    return np.where(finite, np.abs(inner).max(0) / np.where(finite, limit, 1.0), 0.0)
+
+
 def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_rot: np.ndarray) -> list[np.ndarray]:
     """Per frame, the support polygon's vertices (V,2), counter-clockwise (V = 0 when no foot is in stance)."""
 
@@ -262,5 +363,6 @@ def describe(summary: dict[str, Any]) -> str:
             f"(max {summary['residual_wrench_frac_max']:.2f}), flight {summary['flight_frac'] * 100:.0f} %")
 
 
-__all__ = ["GRAVITY", "SOLE_BAND_M", "feasibility", "feasibility_summary", "centroidal_wrench", "support_polygons",
+__all__ = ["GRAVITY", "SOLE_BAND_M", "feasibility", "feasibility_summary", "centroidal_wrench", "joint_torques",
+           "effort_ratios", "support_polygons",
            "convex_hull_2d", "signed_distance", "describe"]

@@ -27,7 +27,10 @@ Pipeline of :func:`generate_gait`:
    projection onto the joint limits after every step. Legs with >= 4 joints also keep the foot's stance
    orientation (flat box soles do not dig in).
 5. **Checks.** IK error, joint limits and joint velocities are measured; if the URDF velocity limits are
-   exceeded the speed and frequency are lowered (with a warning) until they hold.
+   exceeded the speed and frequency are lowered (with a warning) until they hold. Then the inverse-dynamics torques
+   (:func:`akd_core.motion.feasibility.joint_torques`) against the effort limits: a gait whose dynamics pass
+   ``EFFORT_RATIO`` of them is played slower once (a warning where its poses alone do). ``GaitResult`` records the
+   asked speed and the limit that lowered it.
 
 Patterns (phase of each leg label, duty factor, Froude range Fr = v^2 / (g L) for slow .. fast):
 quadruped walk, crawl, trot, pace, bound, gallop, pronk; biped walk, run, hop; hexapod tripod, wave;
@@ -50,10 +53,19 @@ from akd_core.io.errors import ConfigError, MotionError
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.legs import Leg, contact_point, find_legs
 from akd_core.model.robot import Robot
-from akd_core.model.spatial import yaw_matrix, yaw_quat
+from akd_core.model.spatial import quat_multiply, quat_yaw, rotvec_quat, yaw_matrix, yaw_quat
+from akd_core.motion.centroidal import body_correction
 from akd_core.motion.clip import Motion
-from akd_core.motion.feasibility import centroidal_wrench, feasibility_summary
-from akd_core.motion.humanoid import HumanoidBody, WalkRequest, generate_walk, humanoid_body
+from akd_core.motion.feasibility import centroidal_wrench, effort_ratios, feasibility_summary, joint_torques
+from akd_core.motion.humanoid import (
+    EFFORT_RATIO,
+    HumanoidBody,
+    SpeedLimit,
+    WalkRequest,
+    effort_speed_factor,
+    generate_walk,
+    humanoid_body,
+)
 from akd_core.motion.ik import LegIK
 from akd_core.motion.metrics import geometry_points
 from akd_core.motion.zmp import preview_com, zmp_reference
@@ -79,6 +91,16 @@ MAX_ATTEMPTS = 8
 MAX_CADENCE_GAIN = 1.6
 COP_ACCEPT = 0.95  # a balanced biped walk with quicker steps must keep its CoP inside the support this often
 ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.motion.zmp); False = the level body path
+# gaits with flight phases of robots with three or more legs: the body surges, heaves and pitches as its stance feet
+# can carry it (akd_core.motion.centroidal), solved this many times; False = the level, steady body path
+CARRY_FLIGHT = True
+CARRY_PASSES = 2
+MAX_FLIGHT_S = 0.15  # slowing a gait with flight phases keeps each flight within this (s) where its cadence allows
+# each effort slow-down of a gait with flight phases: speed x CARRIED_EFFORT_STEP, stance fraction + CARRIED_DUTY_STEP
+# (up to CARRIED_MAX_DUTY): its peak forces come from carrying the body in short stances
+CARRIED_EFFORT_STEP = 0.85
+CARRIED_DUTY_STEP = 0.1
+CARRIED_MAX_DUTY = 0.6
 HUMAN_WALK = True  # biped walks of robots with human-like legs: akd_core.motion.humanoid (False: the crouched ZMP walk)
 ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
 ZMP_PREVIEW = 1.6  # s, preview horizon
@@ -136,7 +158,8 @@ class GaitSpec:
     turn_rate rad/s (+ = left); frequency Hz (gait cycles per second); duty_factor (stance fraction);
     step_length m (stride = speed / frequency; informational, filled in); step_height m (swing lift);
     body_height m (root height in stance); phase_offsets {leg label: cycle fraction}; bounce m (vertical
-    body oscillation amplitude); ramp_time s (speed and turn rate ramp in from rest).
+    body oscillation amplitude); ramp_time s (speed and turn rate ramp in from rest); level_body: a gait with flight
+    phases keeps the level, steady body path instead of the one its feet can carry.
     """
 
     pattern: str = "trot"
@@ -151,6 +174,9 @@ class GaitSpec:
     phase_offsets: dict[str, float] | None = None
     bounce: float | None = None
     ramp_time: float = 0.5
+    # gaits with flight phases: keep the library's level, steady body (a visual dataset) instead of the motion the feet
+    # can carry (akd_core.motion.centroidal)
+    level_body: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -431,6 +457,11 @@ def resolve_spec(spec: GaitSpec, legs: Sequence[Leg], stance: Stance) -> GaitSpe
     if missing:
         raise ConfigError(f"phase_offsets lacks legs {missing}; give a phase for each of "
                           f"{[leg.label for leg in legs]}")
+    if spec.frequency is None and CARRY_FLIGHT and not spec.level_body and table.flight and len(legs) >= 3:
+        # a carried body falls freely in flight: quick enough steps keep each flight within MAX_FLIGHT_S (an a1
+        # pronk at its pendulum cadence, 1.2 Hz, was airborne 0.45 s and out of its legs' reach on landing)
+        flight = _flight_fraction(dataclasses.replace(spec, phase_offsets=offsets, duty_factor=duty), legs)
+        frequency = max(frequency, flight / MAX_FLIGHT_S)
     return dataclasses.replace(spec, frequency=float(frequency), duty_factor=duty,
                                step_length=float(spec.speed / frequency), step_height=step_height,
                                body_height=stance.body_height, phase_offsets=offsets, bounce=bounce,
@@ -522,6 +553,9 @@ class GaitResult:
     ik_error_m: float
     joint_velocity_ratio: float
     figures: dict[str, Any] = field(default_factory=dict)  # human-like walks: pelvis height, roll angles, ...
+    asked_speed: float | None = None  # m/s, the spec's speed before any lowering
+    limit: SpeedLimit | None = None  # the joint limit that made the clip slower than asked (None: not lowered)
+    effort_ratio: float = 0.0  # the clip's largest inverse-dynamics torque over its joint's effort limit
 
 
 def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
@@ -559,6 +593,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     finite = np.isfinite(limit) & (limit > 0)
     current, notes = spec, list(spec.notes)
     base_frequency, raised_from, cadence_done = None, None, False
+    first_limit: SpeedLimit | None = None  # the first limit that made the gait slower than asked
+    effort, effort_done = 0.0, False
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
         base_frequency = base_frequency or resolved.frequency
@@ -570,7 +606,49 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         accept = IK_ACCEPT_BALANCED if balanced else IK_ACCEPT
         if ratio <= max_velocity_ratio and ik_error <= accept:
             if not (balanced and raised_from is not None and attempt < MAX_ATTEMPTS - 1):
-                break
+                # the feedforward torques against the effort limits: a gait whose dynamics pass them is played
+                # slower (the same stride: torques tau_static + s^2 (tau - tau_static)), once
+                torques = joint_torques(robot, motion)
+                efforts = effort_ratios(robot, torques)
+                effort = float(efforts.max(initial=0.0))
+                if effort <= EFFORT_RATIO or effort_done or attempt == MAX_ATTEMPTS - 1 or \
+                        (resolved.speed == 0 and resolved.turn_rate == 0):
+                    if effort > EFFORT_RATIO:
+                        worst = int(efforts.argmax())
+                        notes.append(f"warning: gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint "
+                                     f"'{robot.joint_names[worst]}' at {effort:.2f} x its URDF effort limit "
+                                     f"({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x); the "
+                                     "tracker clamps its feedforward there")
+                        log.warning(notes[-1])
+                    break
+                worst = int(efforts.argmax())
+                factor = effort_speed_factor(robot, motion, torques)
+                message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint "
+                           f"'{robot.joint_names[worst]}' at {effort:.2f} x its URDF effort limit "
+                           f"({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
+                # a gait with flight phases lands harder than the scaling above says and carries its weight on one
+                # or two feet whatever the speed: it is slowed step by step while its dynamics exceed the limit
+                carried = _carried(resolved, stance)
+                effort_done = not carried
+                if carried:
+                    factor = CARRIED_EFFORT_STEP
+                if factor is None:
+                    notes.append(f"warning: {message} even slowed down: its poses alone need it; the tracker "
+                                 "clamps its feedforward there")
+                    log.warning(notes[-1])
+                    break
+                if not slow_down:
+                    raise MotionError(f"{message}; ask for a slower gait or raise the limit")
+                first_limit = first_limit or SpeedLimit(robot.joint_names[worst], effort, "effort")
+                notes.append(f"{message}: slowed down by {factor:.2f}")
+                log.warning(notes[-1])
+                current = dataclasses.replace(current, speed=resolved.speed * factor,
+                                              turn_rate=resolved.turn_rate * factor,
+                                              frequency=_slower_cadence(resolved, stance, factor))
+                if carried and spec.duty_factor is None:  # longer stances: the same impulse at lower forces
+                    current = dataclasses.replace(current, duty_factor=min(resolved.duty_factor + CARRIED_DUTY_STEP,
+                                                                           CARRIED_MAX_DUTY))
+                continue
 
             inside = feasibility_summary(robot, motion)["cop_inside_frac"]
             if inside is None or inside >= COP_ACCEPT:
@@ -587,17 +665,19 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             continue
         if ratio > max_velocity_ratio:
             worst = int(ratios.argmax())
+            first_limit = first_limit or SpeedLimit(robot.joint_names[worst], ratio, "velocity")
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
                        f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
                        f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
-            frequency = resolved.frequency * scale
+            frequency = _slower_cadence(resolved, stance, scale)
             if raised_from is not None:  # the quicker steps were too quick: back to that cadence, a bit slower
                 scale, frequency, raised_from, cadence_done = 0.85, raised_from, None, True
         else:
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
                        f"within the joint limits (IK error {ik_error * 1e3:.1f} mm)")
+            first_limit = first_limit or SpeedLimit("", ik_error, "reach")
             fix = "ask for a slower gait or a lower step height"
             quicker = resolved.frequency / 0.85
             if (spec.frequency is None and not cadence_done and quicker <= MAX_CADENCE_GAIN * base_frequency
@@ -622,7 +702,12 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         log.warning(notes[-1])
         current = dataclasses.replace(current, speed=resolved.speed * scale, turn_rate=resolved.turn_rate * scale,
                                       frequency=frequency)
-    return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio)
+    lowered = resolved.speed < float(spec.speed) - 1e-9
+    resolved = dataclasses.replace(resolved, notes=list(notes))  # with the notes of the last attempt's checks
+    return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio,
+                      asked_speed=float(spec.speed), limit=first_limit if lowered else None, effort_ratio=effort)
+
+
 
 
 def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: HumanoidBody, duration: float, fps: float,
@@ -652,7 +737,8 @@ def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
         body_height=float(result.motion.root_pos[:, 2].mean()), bounce=0.0,
         phase_offsets={leg.label: float(p) for leg, p in zip(legs, walk.phases)}, notes=notes)
     return GaitResult(motion=result.motion, spec=resolved, ik_error_m=result.ik_error_m,
-                      joint_velocity_ratio=result.joint_velocity_ratio, figures=result.figures)
+                      joint_velocity_ratio=result.joint_velocity_ratio, figures=result.figures,
+                      asked_speed=float(spec.speed), limit=result.limit, effort_ratio=result.effort_ratio)
 
 
 def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
@@ -675,6 +761,10 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
         traj["root_pos"], joint_pos, error = _balance_biped(robot, spec, stance, ik, times, traj["root_pos"],
                                                             root_quat, joint_pos, offsets, targets, target_rot,
                                                             radius)
+    elif _carried(spec, stance):
+        traj["root_pos"], root_quat, joint_pos, error = _carry_body(robot, stance, ik, times, traj["root_pos"],
+                                                                    root_quat, joint_pos, offsets, targets,
+                                                                    target_rot, radius, traj["contacts"])
     # a flat foot that tilts (a 3-joint leg cannot keep it level) would dig a corner in: raise its contact
     # point by the corner's depth below it and solve again (x, y stay put, so stance feet still do not slide)
     dip = _foot_dip(robot, stance.legs, traj["root_pos"], root_quat, joint_pos)  # (F, K)
@@ -691,6 +781,61 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
 def _balanced(spec: GaitSpec, stance: Stance) -> bool:
     """Whether the clip's CoM comes from ZMP preview control (biped walks; :func:`_balance_biped`)."""
     return ZMP_BALANCE and pattern_key(spec.pattern, len(stance.legs)) == "biped_walk"
+
+
+def _carried(spec: GaitSpec, stance: Stance) -> bool:
+    """Whether the clip's body motion comes from its feet's forces (:func:`_carry_body`): gaits with flight phases
+    of robots with three or more legs."""
+    return (CARRY_FLIGHT and not spec.level_body and len(stance.legs) >= 3
+            and PATTERNS[pattern_key(spec.pattern, len(stance.legs))].flight)
+
+
+def _slower_cadence(resolved: GaitSpec, stance: Stance, scale: float) -> float:
+    """The cadence of ``resolved`` slowed down by ``scale``: a time-stretch (the same stride), except for a gait with
+    flight phases, which shares the slow-down between stride and cadence and keeps its flights within MAX_FLIGHT_S:
+    a time-stretch lengthens them, and a body that falls farther between stances lands harder (an a1 pronk slowed so
+    went from 0.84 to 2.5 x a velocity limit)."""
+    if not _carried(resolved, stance):
+        return resolved.frequency * scale
+    floor = min(resolved.frequency, _flight_fraction(resolved, stance.legs) / MAX_FLIGHT_S)
+    return max(resolved.frequency * math.sqrt(scale), floor)
+
+
+def _flight_fraction(spec: GaitSpec, legs: Sequence[Leg]) -> float:
+    """The fraction of a cycle with no foot down, from the pattern's phases and duty factor."""
+    phase = np.linspace(0.0, 1.0, 256, endpoint=False)
+    down = sum(((phase + spec.phase_offsets[leg.label]) % 1.0 < spec.duty_factor) for leg in legs)
+    return float(np.mean(down == 0))
+
+
+def _carry_body(robot: Robot, stance: Stance, ik: LegIK, times: np.ndarray, root_pos: np.ndarray,
+                root_quat: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
+                target_rot: np.ndarray, radius: np.ndarray,
+                contacts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """A gait with flight phases made dynamically consistent: the body moves and turns as the stance feet's
+    forces within friction carry it (:mod:`akd_core.motion.centroidal`), the footholds and steps unchanged
+    (IK solved again for them). Solved CARRY_PASSES times, the lever arms from the corrected clip each time.
+    Returns root_pos, root_quat, joint_pos and the IK error."""
+    dt = float(times[1] - times[0])
+    yaw = quat_yaw(root_quat)
+    heading = np.stack([np.cos(yaw), np.sin(yaw)], -1)
+    base_pos, base_quat = root_pos.copy(), root_quat.copy()
+    shift, turn = np.zeros((len(times), 3)), np.zeros((len(times), 3))
+    error = 0.0
+    for _ in range(CARRY_PASSES):
+        with torch.no_grad():
+            link_pos, link_rot = (a.numpy() for a in ik.fk(torch.as_tensor(root_pos), torch.as_tensor(root_quat),
+                                                           torch.as_tensor(joint_pos)))
+        step = body_correction(robot, link_pos, link_rot, targets, contacts, heading, dt, stance.leg_length)
+        shift, turn = shift + step.shift, turn + step.turn
+        root_pos = base_pos + shift
+        # the turn is about the heading frame's axes, which are the yaw-only base's own: compose on the right
+        root_quat = quat_multiply(base_quat, rotvec_quat(turn))
+        joint_pos, error = ik.solve(root_pos, root_quat, joint_pos, stance.joint_pos, offsets, targets, target_rot,
+                                    centres=stance.centres, radius=radius, iterations=150)
+        joint_pos, error = _repair_by_continuation(ik, root_pos, root_quat, joint_pos, stance, offsets, targets,
+                                                   target_rot, radius)
+    return root_pos, root_quat, joint_pos, error
 
 
 def _com(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:

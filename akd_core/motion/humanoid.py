@@ -27,10 +27,12 @@ How a clip is made (docs/gait.md, "Human-like biped walks"):
    path would leave its reach from that pelvis is lifted instead (:func:`lift_swing`; the swing knee stays at
    least as bent as at toe-off until it straightens for touch-down).
 3. **Upper body.** Pelvis yaw ``-PELVIS_YAW sqrt(Fr / 0.25) cos(2 pi (f t + phase_L))`` (the swing side's hip
-   forward), the waist yaw joint counter-rotating ``WAIST_COUNTER`` times it, and each arm's sagittal shoulder joint
-   (found by its axis, :func:`humanoid_body`) swinging opposite to its own leg with a peak-to-peak
-   ``min(ARM_SWING_MAX, ARM_SWING_PER_FROUDE sqrt(Fr))`` (speed-scaled; ramped in with the speed), the elbow
-   relaxed to ``ELBOW_REST`` and flexing a little more on the forward swing.
+   forward), the waist yaw joint counter-rotating ``WAIST_COUNTER`` times it, and the arms: each hangs in a rest pose
+   found from the kinematics whatever the zero pose is (:func:`_arm`: upper arm down, forearm ``ELBOW_REST`` forward,
+   by a small IK) and swings about it opposite to its own leg (sampled poses, interpolated) with a peak-to-peak
+   ``min(ARM_SWING_MAX, max(ARM_SWING_MIN, ARM_SWING_PER_FROUDE sqrt(Fr)))`` (speed-scaled; ramped in with the
+   speed), the elbow flexing a little more on the forward swing. Pelvis yaw and arm swing keep their joints within
+   ``UPPER_BODY_SPEED_USE`` of the allowed speed.
 4. **Balance.** The ZMP reference follows the rolling contact (:func:`zmp_plan`): in single support it runs along the
    flat sole from ``ZMP_REAR`` of its half length behind the centre to ``ZMP_FRONT`` ahead, in double support it moves
    (smoothstep) from the trailing foot's front point to the leading foot's rear point; laterally it is moved toward
@@ -41,14 +43,16 @@ How a clip is made (docs/gait.md, "Human-like biped walks"):
    included) minus the reference is corrected the same way (Kajita 2003's second stage), again while its mean error
    improves by a fifth (at most ``ZMP_CORRECTIONS_MAX`` times, or until it is below ``ZMP_TOLERANCE``): the swinging
    legs' angular momentum alone moves g1's ZMP by ~10 cm.
-5. **Cadence and speed before the solve.** The cadence is Alexander's stride for the asked speed, raised (shorter
-   steps at the same speed) until one steady cycle's predicted pelvis height and stance knee meet ``TARGET_HEIGHT``
-   and ``TARGET_KNEE_DEG`` (:func:`predict_cycle`: the reach model of step 2, no IK). A one-cycle IK probe measures
-   the joint speeds there; if a joint would pass its velocity limit, the highest lower cadence that keeps every
-   joint within it is taken (bisection over the same candidates). Only a speed that no cadence keeps within the
-   limits is lowered (by the factor the probe measures, the cadence chosen again), with a note naming the joint and
-   its limit. Then the clip is solved once (time-scaled and solved again only if the full clip still passes a limit
-   the probe missed).
+5. **Style, cadence and speed before the solve** (issue 44). :data:`STYLES` are tried in order at the asked
+   speed, each over its cadence candidates (:func:`cadence_candidates`): the first whose steady cycle the planar leg
+   model predicts (:func:`predict_cycle`, :func:`leg_angles`; no IK) within the velocity limits and near-straight
+   (``TARGET_HEIGHT``, ``TARGET_KNEE_DEG``) is taken, else the first within the limits. Only a speed that no style
+   keeps within the limits is lowered (bisection), with a note naming the joint and its limit; one IK cycle then
+   checks it. Effort limits narrow the single-support ZMP range (:func:`zmp_range`) and delay the trailing heel's lift
+   (:func:`heel_off_for_effort`) before the solve. Then the clip is solved once; time-scaled (the same stride,
+   slower) only if the full clip still passes a velocity limit the probe missed; and its inverse-dynamics torques
+   (:func:`akd_core.motion.feasibility.joint_torques`) are checked against the effort limits (``EFFORT_RATIO``): one
+   slower clip where the dynamics pass them, a warning where the poses alone do.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ TOE_OFF_RAD = 0.5  # sole pitched down at toe-off (at most; a person: ~0.5-0.7)
 ROLL_RATE_USE = 0.5  # a foot roll's peak pitch rate may use this much of the ankle's allowed speed
 LEAD_FLAT = 0.5  # fraction of the double support after which the leading foot is flat
 TRAIL_HEEL_OFF = 0.35  # fraction of the double support at which the trailing heel lifts (the ZMP is past its toes)
+HEEL_OFF_LATEST = 0.7  # ... at the latest (weak ankles: the toe line carries less of the weight later)
 KNEE_MIN_DEG = 8.0  # the stance knee is kept at least this bent (a straight knee is a singular IK)
 KNEE_PUSH_OFF_DEG = 25.0  # ... and this bent at toe-off (a person: ~35-40 deg)
 HEIGHT_MARGIN = 0.004  # m kept below the reach cap (IK of the real leg vs the planar thigh-shank model)
@@ -95,6 +100,7 @@ HEIGHT_PUSH = 1e4  # weight pushing it down where it is above
 TARGET_HEIGHT = 0.95  # a cycle's mean pelvis height, of the straight-legged height, the cadence aims for
 TARGET_KNEE_DEG = 22.0  # a cycle's predicted mean stance knee angle the cadence aims for
 MAX_CADENCE_GAIN = 1.6  # the cadence may rise to this multiple of Alexander's
+MIN_CADENCE_GAIN = 0.65  # ... and, in an adapted style, fall to this multiple (slow joints: longer, slower steps)
 ZMP_REAR, ZMP_FRONT = 0.3, 0.6  # single-support ZMP from 30 % of the half sole behind its centre to 60 % ahead
 ZMP_INWARD = 0.5  # the ZMP reference moves toward the body by this much of the sole's half width
 ZMP_DT = 0.005  # s, grid of the first (cart-table) stage
@@ -105,12 +111,29 @@ ZMP_CORRECTIONS_MAX = 6  # multibody-ZMP correction stages, at most (fewer once 
 ZMP_TOLERANCE = 0.005  # m: mean multibody-ZMP error at which the corrections stop
 ARM_SWING_PER_FROUDE = math.radians(80.0)  # arm swing peak-to-peak per sqrt(Froude number)
 ARM_SWING_MAX = math.radians(45.0)
+ARM_SWING_MIN = math.radians(12.0)  # ... but at least this much in a forward walk (a person's arms swing when slow too)
 ARM_SWING_IN_PLACE = 0.3  # fraction of the arm swing kept while stepping in place (before the speed ramps in)
 ELBOW_REST = 0.3  # rad: the elbow's flexion while walking (relaxed arms hang slightly bent)
-ELBOW_SWING = 0.3  # extra elbow flexion on the forward swing, per rad of shoulder swing amplitude
+ELBOW_SWING = 0.3  # extra elbow flexion per rad of forward arm swing (less on the back swing)
+ARM_ABDUCTION = math.radians(6.0)  # hanging arms: the upper arm and forearm this far out from vertical
+ARM_SWING_RANGE = math.radians(30.0)  # the arm's swing poses are sampled this far forward and back
+ARM_SWING_SAMPLES = 6  # samples each way
+ARM_REGULARISATION = 0.02  # m per rad: the hanging pose's IK pulls the arm joints toward zero (wrists stay)
+ARM_SWING_REGULARISATION = 0.1  # m per rad: the swing's IK pulls them toward the hanging pose (an arm with no
+# sagittal shoulder joint, talos', swings what it can instead of turning its upper arm about itself)
 PELVIS_YAW = 0.10  # rad of pelvis yaw amplitude at Froude 0.25 (scaled by sqrt(Fr / 0.25)); a person: ~0.07
 WAIST_COUNTER = 1.5  # the waist yaw joint turns the chest back by this many times the pelvis yaw
 JOINT_MARGIN = 0.02  # rad kept from the joint limits by the planned upper-body joints
+UPPER_BODY_SPEED_USE = 0.9  # pelvis yaw and arm swing use at most this much of their joints' allowed speed
+EFFORT_RATIO = 0.9  # feedforward torques of a reference keep within this much of the effort limits (the tracker's PD
+# corrections need the rest)
+ZMP_EFFORT_USE = 0.75  # the ZMP's static lever about the ankle uses at most this much of that: the vertical force
+# peaks above m g when the body vaults, and the foot has its own dynamics
+ZMP_MIN_SPAN = 0.2  # of the half sole: the narrowest single-support ZMP range
+PROBE_STEP = 0.9  # an IK cycle that passes a limit the prediction missed lowers the speed by at most this factor
+SPEED_BISECTIONS = 6  # halvings of the speed range when no style fits the asked speed
+PREDICT_MARGIN = 0.95  # the planar model's joint speeds must keep this far inside the allowed ones (the ZMP sway and
+# the real legs add a little; an IK cycle then checks)
 
 
 # ----------------------------------------------------------------------------- the body
@@ -133,14 +156,26 @@ class Sole:
 
 @dataclass(frozen=True)
 class Arm:
-    """An arm that swings: its sagittal shoulder joint and (optional) elbow, as dof indices with directions."""
+    """An arm that hangs and swings (:func:`_arm`): its joints, its hanging rest pose and its poses along the swing.
+
+    The swing is sampled: ``poses[i]`` are the arm's joint angles with the upper arm swung ``swing[i]`` rad forward
+    (about the lateral axis through the shoulder) from hanging, the elbow flexing with it; a walk interpolates them.
+    """
 
     side: int  # +1 left, -1 right
-    shoulder: int  # dof index
-    forward: float  # +1 / -1: the sign of the shoulder angle that swings the arm forward
-    elbow: int | None  # dof index
-    flex: float  # +1 / -1: the sign of the elbow angle that flexes it
-    elbow_rest: float  # rad of flexion added to the zero pose's (negative: the zero pose is more bent)
+    joints: tuple[int, ...]  # dof indices of the arm chain, shoulder first
+    rest: np.ndarray  # (n,) the hanging rest pose
+    swing: np.ndarray  # (S,) swing angles sampled, rad (+ forward), increasing
+    poses: np.ndarray  # (S, n) joint angles at those swing angles
+    shoulder: int  # dof index of the joint that swings the arm most (the sagittal shoulder joint, if any)
+    forward: float  # +1 / -1: the sign of that joint's angle swinging the arm forward
+    elbow: int | None  # dof index of the elbow joint
+    speed: float  # largest |d q_j / d swing| / velocity limit_j over the arm's joints (1/(rad/s) of swing rate)
+    upper_arm: tuple[str, str] = ("", "")  # the links whose origins are the shoulder and the elbow (the upper arm)
+
+    def at(self, theta: np.ndarray) -> np.ndarray:
+        """Joint angles (T, n) of the arm swung ``theta`` (T,) rad forward (linear between the samples)."""
+        return np.stack([np.interp(theta, self.swing, self.poses[:, j]) for j in range(len(self.joints))], -1)
 
 
 @dataclass(frozen=True)
@@ -156,6 +191,8 @@ class HumanoidBody:
     knee: np.ndarray  # (K,) dof index of the knee
     knee_flex: np.ndarray  # (K,) +1 / -1: the sign of the knee angle that flexes it
     ankle: np.ndarray  # (K,) dof index of the ankle pitch joint
+    hip: np.ndarray  # (K,) dof index of the hip pitch joint
+    hip_yaw: np.ndarray  # (K,) dof index of the leg's vertical-axis joint (-1 without one): it turns with the pelvis
     arms: tuple[Arm, ...]
     waist_yaw: int | None  # dof index of a vertical-axis joint between the pelvis and the arms
     waist_sign: float  # +1 / -1: the sign that turns the chest like a positive root yaw
@@ -189,6 +226,7 @@ def humanoid_body(robot: Robot, legs: Sequence[Leg]) -> HumanoidBody | None:
         return pos[robot.link_index(joints[name].child)]
 
     soles, hips, thighs, shanks, knees, flexes, ankles, lowest = [], [], [], [], [], [], [], []
+    hip_pitch, hip_yaw = [], []
     for leg in legs:
         pitch = [n for n in leg.joint_names if abs(world_axis(n)[1]) > 0.9]
         if len(pitch) != 3:
@@ -215,6 +253,8 @@ def humanoid_body(robot: Robot, legs: Sequence[Leg]) -> HumanoidBody | None:
         knees.append(dof[pitch[1]])
         flexes.append(flex)
         ankles.append(dof[pitch[2]])
+        hip_pitch.append(dof[pitch[0]])
+        hip_yaw.append(next((dof[n] for n in leg.joint_names if abs(world_axis(n)[2]) > 0.9), -1))
     straight = -float(min(lowest))
     nominal = np.array([(pos[robot.link_index(leg.foot_link)] + rot[robot.link_index(leg.foot_link)]
                          @ sole.centre_link)[:2] for leg, sole in zip(legs, soles)])
@@ -223,8 +263,8 @@ def humanoid_body(robot: Robot, legs: Sequence[Leg]) -> HumanoidBody | None:
     com = _zero_pose_com(robot, pos, rot, arms)
     return HumanoidBody(soles=tuple(soles), hip_root=np.array(hips), thigh=np.array(thighs), shank=np.array(shanks),
                         straight_height=straight, nominal=nominal, knee=np.array(knees), knee_flex=np.array(flexes),
-                        ankle=np.array(ankles), arms=tuple(arms), waist_yaw=waist, waist_sign=waist_sign,
-                        com_root=com)
+                        ankle=np.array(ankles), hip=np.array(hip_pitch), hip_yaw=np.array(hip_yaw), arms=tuple(arms),
+                        waist_yaw=waist, waist_sign=waist_sign, com_root=com)
 
 
 def _sole(robot: Robot, leg: Leg, pos: np.ndarray, rot: np.ndarray, geo_idx: np.ndarray, geo_pts: np.ndarray,
@@ -259,14 +299,14 @@ def _sole(robot: Robot, leg: Leg, pos: np.ndarray, rot: np.ndarray, geo_idx: np.
 
 def _arms_and_waist(robot: Robot, legs: Sequence[Leg], pos: np.ndarray, rot: np.ndarray, leg_dofs: set[int],
                     hip_z: float) -> tuple[list[Arm], int | None, float]:
-    """Arms (a sagittal shoulder joint found by its axis, near the top of a lateral limb above the hips) and a waist
-    yaw joint (a vertical axis on the body's midline that carries both shoulders)."""
+    """Arms (per side, the longest chain to a leaf that is no foot, beside the body above the hips; :func:`_arm`) and
+    a waist yaw joint (a vertical axis on the body's midline that carries both shoulders)."""
     joints = {j.name: j for j in robot.joints}
     dof = {n: i for i, n in enumerate(robot.joint_names)}
     feet = {n for leg in legs for n in welded_links(robot, leg.foot_link)}
     parents = {j.parent for j in robot.joints}
     leaves = [link.name for link in robot.links if link.name not in parents and link.name not in feet]
-    best: dict[int, list[str]] = {}
+    best: dict[int, tuple[list[str], str]] = {}
     for leaf in leaves:
         chain = [n for n in chain_joints(robot, leaf) if dof[n] not in leg_dofs]
         limb = [n for n in chain if abs(pos[robot.link_index(joints[n].child)][1]) > 0.05
@@ -274,33 +314,15 @@ def _arms_and_waist(robot: Robot, legs: Sequence[Leg], pos: np.ndarray, rot: np.
         if not limb:
             continue
         side = 1 if pos[robot.link_index(joints[limb[0]].child)][1] > 0 else -1
-        if len(limb) > len(best.get(side, [])):
-            best[side] = chain
+        if len(limb) > len(best.get(side, ([], ""))[0]):
+            best[side] = (chain, leaf)
     arms, carriers = [], []
-    for side, chain in sorted(best.items(), reverse=True):
-        limb = [n for n in chain if abs(pos[robot.link_index(joints[n].child)][1]) > 0.05]
-        top = max(pos[robot.link_index(joints[n].child)][2] for n in limb)
-        axis = {n: rot[robot.link_index(joints[n].child)] @ joints[n].axis for n in limb}
-        place = {n: pos[robot.link_index(joints[n].child)] for n in limb}
-        lateral = [n for n in limb if abs(axis[n][1]) > 0.7]
-        shoulder = next((n for n in lateral if place[n][2] >= top - 0.1), None)
-        if shoulder is None:
-            continue
-        elbow = next((n for n in lateral if place[n][2] < place[shoulder][2] - 0.1), None)
-        tip = pos[robot.link_index(_chain_leaf(robot, chain[-1]))]
-        below = (place[elbow] if elbow is not None else tip) - place[shoulder]
-        forward = 1.0 if np.cross(axis[shoulder], below)[0] > 0 else -1.0
-        flex, rest = 1.0, 0.0
-        if elbow is not None:
-            hand = tip - place[elbow]
-            flex = 1.0 if np.cross(axis[elbow], hand) @ np.array([1.0, 0.0, 1.0]) > 0 else -1.0
-            # relax the elbow to ELBOW_REST of flexion: bend a straight arm, open a forearm held out forward (g1)
-            bent = math.acos(np.clip(np.dot(hand, below) / max(np.linalg.norm(hand) * np.linalg.norm(below), 1e-9),
-                                     -1.0, 1.0))
-            rest = ELBOW_REST - bent
-        arms.append(Arm(side=side, shoulder=dof[shoulder], forward=forward,
-                        elbow=None if elbow is None else dof[elbow], flex=flex, elbow_rest=rest))
-        carriers.append(set(chain))
+    for side, (chain, leaf) in sorted(best.items(), reverse=True):
+        first = next(i for i, n in enumerate(chain) if abs(pos[robot.link_index(joints[n].child)][1]) > 0.05)
+        arm = _arm(robot, side, chain[first:], leaf, pos, rot)
+        if arm is not None:
+            arms.append(arm)
+            carriers.append(set(chain))
     waist, sign = None, 1.0
     if carriers:
         shared = set.intersection(*carriers)
@@ -312,18 +334,192 @@ def _arms_and_waist(robot: Robot, legs: Sequence[Leg], pos: np.ndarray, rot: np.
     return arms, waist, sign
 
 
-def _chain_leaf(robot: Robot, joint_name: str) -> str:
-    """The deepest link below ``joint_name``'s child (first children first)."""
-    link = robot.joint(joint_name).child
-    while True:
-        kids = robot.children(link)
-        if not kids:
-            return link
-        link = kids[0].child
+class _ArmChain:
+    """Forward kinematics of one arm chain alone (numpy, batched), the torso fixed in the zero pose (root level at
+    the origin): the world positions of chosen points on its links for joint angles (B, n)."""
+
+    def __init__(self, robot: Robot, names: Sequence[str], leaf: str, pos: np.ndarray, rot: np.ndarray):
+        first = robot.joint(names[0])
+        base = np.eye(4)
+        base[:3, :3], base[:3, 3] = rot[robot.link_index(first.parent)], pos[robot.link_index(first.parent)]
+        self.base = base
+        path = []  # joints from the first arm joint down to the leaf (fixed ones included)
+        link = leaf
+        while link != first.parent:
+            joint = robot.parent_joint(link)
+            path.append(joint)
+            link = joint.parent
+        self.path = path[::-1]
+        dof = {n: i for i, n in enumerate(names)}
+        self.slot = [dof.get(j.name) if j.actuated else None for j in self.path]
+        self.links = [j.child for j in self.path]
+
+    def frames(self, q: np.ndarray) -> list[np.ndarray]:
+        """(B, 4, 4) world transforms of the chain's child links, chain order."""
+        from scipy.spatial.transform import Rotation
+
+        batch = len(q)
+        current = np.broadcast_to(self.base, (batch, 4, 4))
+        out = []
+        for joint, slot in zip(self.path, self.slot):
+            local = np.broadcast_to(joint.origin, (batch, 4, 4)).copy()
+            if slot is not None:
+                motion = np.tile(np.eye(4), (batch, 1, 1))
+                if joint.type == "prismatic":
+                    motion[:, :3, 3] = q[:, slot, None] * joint.axis
+                else:
+                    motion[:, :3, :3] = Rotation.from_rotvec(q[:, slot, None] * joint.axis).as_matrix()
+                local = local @ motion
+            current = current @ local
+            out.append(current)
+        return out
+
+
+def _arm(robot: Robot, side: int, names: Sequence[str], leaf: str, pos: np.ndarray, rot: np.ndarray) -> Arm | None:
+    """The arm of joints ``names`` (shoulder first, down to ``leaf``): its hanging rest pose and its swing, from the
+    kinematics, whatever the zero pose is (g1 holds its forearms out, romeo its whole arms straight forward, op3 out
+    to the sides).
+
+    Points (zero pose): the **hand** is the point of the chain's links (origins, inertial centres, collision
+    geometry) farthest from the first joint; the **elbow** is the joint where the chain of joint origins bends by
+    more than 30 deg (the most, between a quarter and four fifths of the way along the arm: a bent arm), else the
+    joint nearest the middle of the arm along that chain (a straight one); the **shoulder** is the last joint before
+    the elbow at least half as far from it as the first joint (talos' first joint turns a shoulder bracket).
+    Hanging means the upper arm (shoulder -> elbow) points down, ARM_ABDUCTION out from the body, and the forearm
+    (elbow -> hand) too, flexed ELBOW_REST forward. Each swing sample turns both about the lateral axis through the
+    shoulder by the swing angle (the elbow flexing ELBOW_SWING times it more). The joint angles come from a small
+    least-squares IK within the joint limits: elbow and hand on those targets, the shoulder where it is in the zero
+    pose, the joints near zero (the rest pose, ARM_REGULARISATION) or near the rest pose (the swing,
+    ARM_SWING_REGULARISATION), warm-started sample to sample from the rest pose outward, so the swing is continuous.
+    None for a chain that is no arm (shorter than 5 cm, no elbow)."""
+    from scipy.optimize import least_squares
+
+    dof = {n: i for i, n in enumerate(robot.joint_names)}
+    chain = _ArmChain(robot, names, leaf, pos, rot)
+    n = len(names)
+    zero = chain.frames(np.zeros((1, n)))
+    origins = np.array([f[0, :3, 3] for f in zero])  # (links, 3)
+    joint_at = {j.name: i for i, j in enumerate(chain.path)}
+    start = origins[joint_at[names[0]]]
+    # candidate hand points: the chain's link origins, inertial centres and collision points
+    geo_idx, geo_pts, _ = geometry_points(robot)
+    candidates = []  # (index of the chain link, point in that link's frame)
+    for i, link_name in enumerate(chain.links):
+        li = robot.link_index(link_name)
+        candidates.append((i, np.zeros(3)))
+        inertial = robot.links[li].inertial
+        if inertial is not None:
+            candidates.append((i, inertial.origin[:3, 3]))
+        candidates += [(i, p) for p in geo_pts[geo_idx == li]]
+    world = np.array([zero[i][0, :3, :3] @ p + zero[i][0, :3, 3] for i, p in candidates])
+    hand_i = int(np.argmax(np.linalg.norm(world - start, axis=1)))
+    hand_link, hand_local = candidates[hand_i]
+    hand = world[hand_i]
+    length = float(np.linalg.norm(hand - start))
+    if length < 0.05:
+        return None
+    actuated = [nm for nm in names if robot.joint(nm).type in ("revolute", "continuous", "prismatic")]
+    place = {nm: origins[joint_at[nm]] for nm in actuated}
+    # the elbow: the joint farthest from both ends of the arm (the first joint and the hand), along the chain
+    along = np.cumsum([0.0] + [float(np.linalg.norm(place[b] - place[a])) for a, b in zip(actuated, actuated[1:])])
+    total = along[-1] + float(np.linalg.norm(hand - place[actuated[-1]]))
+    elbow = actuated[int(np.argmax(np.minimum(along, total - along)))]  # a straight arm: the middle joint
+    points = [place[nm] for nm in actuated] + [hand]
+    bends = {}
+    for i, nm in enumerate(actuated):  # a bent arm: the joint it bends at
+        inward = next((points[i] - p for p in points[i::-1] if np.linalg.norm(points[i] - p) > 0.02), None)
+        outward = next((p - points[i] for p in points[i + 1:] if np.linalg.norm(p - points[i]) > 0.02), None)
+        if inward is not None and outward is not None and 0.25 * total <= along[i] <= 0.8 * total:
+            bends[nm] = math.acos(np.clip(inward @ outward / np.linalg.norm(inward) / np.linalg.norm(outward), -1, 1))
+    if bends and max(bends.values()) > math.radians(30.0):
+        elbow = max(bends, key=bends.get)
+    elbow = next(nm for nm in actuated if np.linalg.norm(place[nm] - place[elbow]) < 0.02)  # the first one there
+    reach = float(np.linalg.norm(place[elbow] - start))
+    # the shoulder: the last joint before the elbow at least half the first joint's distance from it
+    before = [nm for nm in actuated[:actuated.index(elbow)] if np.linalg.norm(place[nm] - place[elbow]) >= 0.5 * reach]
+    if not before or reach < 0.2 * length:
+        return None
+    shoulder_name = before[-1]
+    shoulder0, elbow0 = place[shoulder_name], place[elbow]
+    upper = float(np.linalg.norm(elbow0 - shoulder0))
+    fore = float(np.linalg.norm(hand - elbow0))
+    i_sh, i_el = joint_at[shoulder_name], joint_at[elbow]
+    slots = np.array([dof[nm] for nm in names])
+    lower = np.array([robot.joint(nm).lower for nm in names], dtype=np.float64)
+    upper_lim = np.array([robot.joint(nm).upper for nm in names], dtype=np.float64)
+    lower = np.where(np.isfinite(lower), lower + JOINT_MARGIN, -math.pi)
+    upper_lim = np.where(np.isfinite(upper_lim), upper_lim - JOINT_MARGIN, math.pi)
+    lower, upper_lim = np.minimum(lower, 0.0), np.maximum(upper_lim, 0.0)  # a zero pose outside: keep it feasible
+    out = np.array([0.0, side * math.sin(ARM_ABDUCTION), -math.cos(ARM_ABDUCTION)])
+    axes = [None if slot is None else (j.type == "prismatic", j.axis) for j, slot in zip(chain.path, chain.slot)]
+
+    def targets(theta: float) -> tuple[np.ndarray, np.ndarray]:
+        flex = ELBOW_REST + ELBOW_SWING * theta
+        e = shoulder0 + upper * (_pitch_up(np.array(theta)) @ out)
+        h = e + fore * (_pitch_up(np.array(theta + flex)) @ out)
+        return e, h
+
+    def solve(theta: float, q0: np.ndarray, q_pull: np.ndarray, pull: float) -> tuple[np.ndarray, float]:
+        e_goal, h_goal = targets(theta)
+        cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+        def evaluate(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            key = q.tobytes()
+            if key not in cache:
+                frames = [f[0] for f in chain.frames(q[None])]
+                pts = [frames[i_sh][:3, 3], frames[i_el][:3, 3], frames[hand_link][:3, :3] @ hand_local
+                       + frames[hand_link][:3, 3]]
+                jac = np.zeros((3, 3, n))  # (point, xyz, joint): a joint moves the points below it
+                for i, (frame, spec) in enumerate(zip(frames, axes)):
+                    if spec is None:
+                        continue
+                    prismatic, axis = spec
+                    w = frame[:3, :3] @ axis
+                    for k, (point, below) in enumerate(zip(pts, (i_sh, i_el, hand_link))):
+                        if i <= below:
+                            jac[k, :, chain.slot[i]] = w if prismatic else np.cross(w, point - frame[:3, 3])
+                residual = np.r_[pts[1] - e_goal, pts[2] - h_goal, 2.0 * (pts[0] - shoulder0), pull * (q - q_pull)]
+                cache.clear()
+                cache[key] = (residual, np.vstack([jac[1], jac[2], 2.0 * jac[0], pull * np.eye(n)]))
+            return cache[key]
+
+        result = least_squares(lambda q: evaluate(q)[0], np.clip(q0, lower, upper_lim), jac=lambda q: evaluate(q)[1],
+                               bounds=(lower, upper_lim), xtol=1e-9, ftol=1e-9, max_nfev=100)
+        return result.x, float(result.cost)
+
+    # the rest pose: from the zero pose and from each shoulder joint turned a quarter either way (a straight-forward
+    # or sideways zero pose: the least-squares descent alone may stall at a gimbal lock), the best
+    seeds = [np.zeros(n)]
+    for nm in before:
+        for sign in (1.0, -1.0):
+            seed = np.zeros(n)
+            seed[names.index(nm)] = sign * math.pi / 2
+            seeds.append(seed)
+    rest, cost = min((solve(0.0, seed, np.zeros(n), ARM_REGULARISATION) for seed in seeds), key=lambda r: r[1])
+    swing = np.linspace(-ARM_SWING_RANGE, ARM_SWING_RANGE, 2 * ARM_SWING_SAMPLES + 1)
+    poses = np.zeros((len(swing), n))
+    middle = ARM_SWING_SAMPLES
+    poses[middle] = rest
+    for step in (1, -1):
+        q = rest
+        for i in range(middle + step, len(swing) if step > 0 else -1, step):
+            q = solve(float(swing[i]), q, rest, ARM_SWING_REGULARISATION)[0]
+            poses[i] = q
+    slope = np.gradient(poses, swing, axis=0)  # (S, n)
+    limit = np.array([robot.joint(nm).velocity for nm in names], dtype=np.float64)
+    limit = np.where(np.isfinite(limit) & (limit > 0), limit, np.inf)
+    travel = np.ptp(poses, axis=0) * np.array([robot.joint(nm).type != "prismatic" for nm in names])
+    main = int(np.argmax(travel))
+    return Arm(side=side, joints=tuple(int(i) for i in slots), rest=rest, swing=swing, poses=poses,
+               shoulder=int(slots[main]), forward=1.0 if poses[-1, main] > poses[0, main] else -1.0,
+               elbow=int(dof[elbow]), speed=float((np.abs(slope) / limit).max()),
+               upper_arm=(robot.joint(shoulder_name).child, robot.joint(elbow).child))
 
 
 def _zero_pose_com(robot: Robot, pos: np.ndarray, rot: np.ndarray, arms: Sequence[Arm]) -> np.ndarray:
-    """Whole-body CoM (3,) relative to the root in the zero pose (root at the origin, level)."""
+    """Whole-body CoM (3,) relative to the root in the zero pose with the arms hanging (root at the origin, level)."""
+    if arms:
+        pos, rot = rest_link_poses(robot, rest_pose(robot.num_dofs, arms))
     masses, points = [], []
     for i, link in enumerate(robot.links):
         if link.inertial is not None and link.inertial.mass > 0:
@@ -331,6 +527,14 @@ def _zero_pose_com(robot: Robot, pos: np.ndarray, rot: np.ndarray, arms: Sequenc
             points.append(pos[i] + rot[i] @ link.inertial.origin[:3, 3])
     m = np.array(masses)
     return (m[:, None] * np.array(points)).sum(0) / m.sum()
+
+
+def rest_pose(num_dofs: int, arms: Sequence[Arm]) -> np.ndarray:
+    """Joint angles (J,): zero but the arms, which hang (:class:`Arm`)."""
+    q = np.zeros(num_dofs)
+    for arm in arms:
+        q[list(arm.joints)] = arm.rest
+    return q
 
 
 # ----------------------------------------------------------------------------- the walk's parameters
@@ -346,6 +550,33 @@ class WalkRequest:
     duty_factor: float | None = None
     step_height: float | None = None
     phase_offsets: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class WalkStyle:
+    """How a walk fits a robot's joints (issue 44): the human style first; a robot whose joints it would pass the
+    velocity limits of walks the next style at the asked speed, and slows down only when the last one does not fit.
+
+    duty: stance fraction (a longer swing: the hip swings the leg forward over more time); swing_ramp: the swing's
+    profile (0: minimum jerk, peak 1.875 x the mean speed; r: a flat top ramped in and out over r of the swing, peak
+    1 / (1 - r) x); step: the swing's lift, of STEP_HEIGHT; knee_min_deg /
+    push_off_deg: the stance knee's straightest bend (mid-stance) and its bend at toe-off (a flatter vault: the knee
+    and hip turn less in stance); rolls: heel strike and toe-off, or a flat foot (weak ankles: a foot on its toe
+    line carries its share of the weight 10 cm or more ahead of the ankle)."""
+
+    name: str
+    duty: float
+    swing_ramp: float
+    step: float
+    knee_min_deg: float
+    push_off_deg: float
+    rolls: bool = True  # heel strike and toe-off (False: the foot lands and lifts flat, its whole sole down)
+
+
+STYLES = (WalkStyle("human", HUMAN_DUTY, 0.0, 1.0, KNEE_MIN_DEG, KNEE_PUSH_OFF_DEG),
+          WalkStyle("even swing", HUMAN_DUTY, 0.3, 1.0, KNEE_MIN_DEG, KNEE_PUSH_OFF_DEG),
+          WalkStyle("flat-footed long even swing", 0.58, 0.25, 0.5, 12.0, 25.0, False),
+          WalkStyle("flat-footed longest even swing", 0.55, 0.2, 0.25, 16.0, 28.0, False))
 
 
 @dataclass
@@ -364,6 +595,13 @@ class WalkGait:
     toe_off: float  # rad
     arm_swing: float  # rad, shoulder swing peak-to-peak at full speed
     pelvis_yaw: float  # rad amplitude at full speed
+    style: str = "human"  # the WalkStyle's name
+    swing_ramp: float = 0.0  # the swing's profile: 0 minimum jerk, else a flat top ramped in this fraction
+    knee_min: float = math.radians(KNEE_MIN_DEG)  # rad, the stance knee's straightest bend
+    push_off: float = math.radians(KNEE_PUSH_OFF_DEG)  # rad, its bend at toe-off
+    zmp_rear: float = ZMP_REAR  # single-support ZMP from this fraction of the half sole behind its centre ...
+    zmp_front: float = ZMP_FRONT  # ... to this fraction ahead
+    heel_off: float = TRAIL_HEEL_OFF  # fraction of the double support at which the trailing heel lifts
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -385,29 +623,79 @@ def _alexander_cadence(speed: float, leg_length: float) -> float:
 
 
 def resolve_walk(robot: Robot, body: HumanoidBody, legs: Sequence[Leg], request: WalkRequest, frequency: float,
-                 max_velocity_ratio: float) -> WalkGait:
-    """The walk at ``frequency``: roll angles within the ankles' speed budget, arm swing and pelvis yaw for the
-    speed (forward walks only: sideways and backward walks keep flat feet, still arms and a still pelvis)."""
-    duty = HUMAN_DUTY if request.duty_factor is None else float(request.duty_factor)
+                 max_velocity_ratio: float, style: WalkStyle = STYLES[0]) -> WalkGait:
+    """The walk at ``frequency`` in ``style``: roll angles within the ankles' speed budget, arm swing and pelvis yaw
+    for the speed and within the arm, hip-yaw and waist joints' speed limits, and a single-support ZMP range on the
+    sole whose lever about the ankle its effort limit can carry (forward walks only: sideways and backward walks keep
+    flat feet, still arms and a still pelvis)."""
+    duty = style.duty if request.duty_factor is None else float(request.duty_factor)
     leg_length = float(body.straight_height)
     sigma = max(duty - 0.5, 1e-3) / duty
     stance = duty / frequency
-    limit = np.asarray(robot.velocity_limit, dtype=np.float64)[body.ankle]
-    rate = ROLL_RATE_USE * max_velocity_ratio * float(np.min(np.where(np.isfinite(limit), limit, 1e3)))
+    velocity = np.asarray(robot.velocity_limit, dtype=np.float64)
+    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, np.inf)
+    rate = ROLL_RATE_USE * max_velocity_ratio * float(np.min(np.minimum(velocity[body.ankle], 1e3)))
     # minimum-jerk rolls peak at 1.875 x their mean rate
-    toe_time, heel_time = (1 - TRAIL_HEEL_OFF) * sigma * stance, LEAD_FLAT * sigma * stance
+    heel_off = heel_off_for_effort(robot, body)
+    toe_time, heel_time = (1 - heel_off) * sigma * stance, LEAD_FLAT * sigma * stance
     forward = math.cos(request.direction) > 0.9 and request.speed > 0
     fr = froude(request.speed, leg_length) if forward else 0.0
     phases = np.array([(request.phase_offsets or {}).get(leg.label, 0.0 if leg.side == "left" else 0.5)
                        for leg in legs])
-    step_height = STEP_HEIGHT * leg_length if request.step_height is None else float(request.step_height)
+    step_height = style.step * STEP_HEIGHT * leg_length if request.step_height is None else float(request.step_height)
+    # the upper body's speed budgets: the pelvis yaw turns the hip yaw joints (and the waist, WAIST_COUNTER x), the
+    # arm swing the arm joints (Arm.speed), sinusoidally at the cadence
+    omega = 2 * math.pi * frequency
+    budget = UPPER_BODY_SPEED_USE * max_velocity_ratio
+    waist = [velocity[body.waist_yaw] / WAIST_COUNTER] if body.waist_yaw is not None else []
+    yaw_limit = min([velocity[d] for d in body.hip_yaw if d >= 0] + waist, default=np.inf)
+    pelvis_yaw = min(PELVIS_YAW, PELVIS_YAW * math.sqrt(fr / 0.25), budget * yaw_limit / omega)
+    arm_speed = max((arm.speed for arm in body.arms), default=0.0)
+    arm_swing = min(max(ARM_SWING_PER_FROUDE * math.sqrt(fr), ARM_SWING_MIN if forward else 0.0), ARM_SWING_MAX,
+                    2 * budget / (arm_speed * omega) if arm_speed > 0 else np.inf)
+    rear, front = zmp_range(robot, body)
     return WalkGait(speed=request.speed, direction=request.direction, turn_rate=request.turn_rate,
                     ramp_time=request.ramp_time, frequency=frequency, duty_factor=duty, phases=phases,
                     step_height=step_height,
-                    heel_strike=min(HEEL_STRIKE_RAD, rate * heel_time / 1.875) if forward else 0.0,
-                    toe_off=min(TOE_OFF_RAD, rate * toe_time / 1.875) if forward else 0.0,
-                    arm_swing=min(ARM_SWING_MAX, ARM_SWING_PER_FROUDE * math.sqrt(fr)),
-                    pelvis_yaw=min(PELVIS_YAW, PELVIS_YAW * math.sqrt(fr / 0.25)))
+                    heel_strike=min(HEEL_STRIKE_RAD, rate * heel_time / 1.875) if forward and style.rolls else 0.0,
+                    toe_off=min(TOE_OFF_RAD, rate * toe_time / 1.875) if forward and style.rolls else 0.0,
+                    arm_swing=arm_swing, pelvis_yaw=pelvis_yaw, style=style.name, swing_ramp=style.swing_ramp,
+                    knee_min=math.radians(style.knee_min_deg),
+                    push_off=math.radians(style.push_off_deg), zmp_rear=rear, zmp_front=front, heel_off=heel_off)
+
+
+def heel_off_for_effort(robot: Robot, body: HumanoidBody) -> float:
+    """When the trailing heel lifts (fraction of the double support): TRAIL_HEEL_OFF, later where the trailing foot,
+    then on its toe line with the share of the weight the ZMP has not yet moved to the other foot (1 - smoothstep of
+    the double support's progress), would need more than ZMP_EFFORT_USE x EFFORT_RATIO of its ankle's effort limit
+    (g1's 35 N m ankles carry its 33 kg 11 cm behind the toe line: the heel lifts at 42 % instead of 35 %); at most
+    HEEL_OFF_LATEST."""
+    effort = np.asarray(robot.effort_limit, dtype=np.float64)[body.ankle]
+    effort = float(np.min(np.where(np.isfinite(effort) & (effort > 0), effort, np.inf)))
+    lever = max(float(sole.toe_sole[0] - sole.ankle_sole[0]) for sole in body.soles)
+    share = ZMP_EFFORT_USE * EFFORT_RATIO * effort / (robot.total_mass * GRAVITY * max(lever, 1e-6))
+    for heel_off in np.arange(TRAIL_HEEL_OFF, HEEL_OFF_LATEST + 1e-9, 0.01):
+        if 1.0 - float(_smoothstep(np.array(heel_off))) <= share:
+            return float(heel_off)
+    return HEEL_OFF_LATEST
+
+
+def zmp_range(robot: Robot, body: HumanoidBody) -> tuple[float, float]:
+    """The single-support ZMP range on the sole (fractions of its half length behind and ahead of its centre):
+    ZMP_REAR and ZMP_FRONT, narrowed toward the ankle where the whole weight at that lever would need more than
+    ZMP_EFFORT_USE x EFFORT_RATIO of the ankle pitch joint's effort limit (romeo's 25.8 N m ankles carry 40 kg at
+    5 cm; its sole reaches 12 cm ahead of them)."""
+    effort = np.asarray(robot.effort_limit, dtype=np.float64)[body.ankle]
+    effort = float(np.min(np.where(np.isfinite(effort) & (effort > 0), effort, np.inf)))
+    lever = ZMP_EFFORT_USE * EFFORT_RATIO * effort / (robot.total_mass * GRAVITY)
+    half = min(sole.half_length for sole in body.soles)
+    ankle_x = [float(sole.ankle_sole[0]) for sole in body.soles]
+    front = min(ZMP_FRONT, (min(ankle_x) + lever) / half)
+    rear = min(ZMP_REAR, (lever - max(ankle_x)) / half)
+    if front + rear < ZMP_MIN_SPAN:  # keep a forward-moving ZMP, centred on the ankles
+        middle = float(np.mean(ankle_x)) / half
+        front, rear = middle + ZMP_MIN_SPAN / 2, ZMP_MIN_SPAN / 2 - middle
+    return float(rear), float(front)
 
 
 # ----------------------------------------------------------------------------- feet
@@ -449,16 +737,18 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
 
     Returns ``centre`` (T,K,3) sole-centre targets, ``rot`` (T,K,3,3) foot link orientations, ``ankle`` (T,K,3),
     ``stance`` (T,K) bool, ``parts`` (T,K,2) bool (heel, toe down), ``s`` (T,K) stance progress in [0,1) (NaN in
-    swing), ``flat`` (T,K,2) and ``flat_yaw`` (T,K) the current (stance) or next (swing) flat sole pose."""
+    swing), ``flat`` (T,K,2) and ``flat_yaw`` (T,K) the current (stance) or next (swing) flat sole pose, ``pitch``
+    (T,K) the sole's pitch (toes up), ``min_knee`` / ``push_knee`` the style's stance knee bends (rad)."""
     f, duty = gait.frequency, gait.duty_factor
     sigma = gait.double_support
-    s_flat, s_heel_off = LEAD_FLAT * sigma, 1 - (1 - TRAIL_HEEL_OFF) * sigma
+    s_flat, s_heel_off = LEAD_FLAT * sigma, 1 - (1 - gait.heel_off) * sigma
     ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
     num, steps = len(body.soles), len(times)
     out = {"centre": np.zeros((steps, num, 3)), "rot": np.zeros((steps, num, 3, 3)), "ankle": np.zeros((steps, num, 3)),
            "stance": np.zeros((steps, num), bool), "parts": np.zeros((steps, num, 2), bool),
            "s": np.full((steps, num), np.nan), "flat": np.zeros((steps, num, 2)), "flat_yaw": np.zeros((steps, num)),
-           "lowest": np.zeros((steps, num)), "push_off": np.zeros((steps, num)), "tau": np.full((steps, num), np.nan)}
+           "lowest": np.zeros((steps, num)), "push_off": np.zeros((steps, num)), "tau": np.full((steps, num), np.nan),
+           "pitch": np.zeros((steps, num)), "min_knee": gait.knee_min, "push_knee": gait.push_off}
     for k, sole in enumerate(body.soles):
         offset = gait.phases[k]
         cycles = np.arange(math.floor(f * times.min() + offset) - 2, math.ceil(f * times.max() + offset) + 2)
@@ -485,8 +775,9 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
         pivot = np.where(in_toe[:, None], sole.toe_sole, sole.heel_sole)
         local = _rolled(np.zeros(3), pivot, theta)  # the sole centre, sole frame
         ankle_local = _rolled(sole.ankle_sole, pivot, theta)
-        # swing: minimum jerk from the lift-off pose (toe pivot, toes down) to the touch-down pose (heel, toes up)
-        m = _minjerk(tau)
+        # swing: from the lift-off pose (toe pivot, toes down) to the touch-down pose (heel, toes up), minimum jerk or
+        # with a flat top (the style's swing_ramp)
+        m = swing_profile(tau, gait.swing_ramp)
         th_a, th_b = -toe_down[n], heel_up[nxt]
         lift_c = _rolled(np.zeros(3), np.broadcast_to(sole.toe_sole, (steps, 3)), th_a)
         land_c = _rolled(np.zeros(3), np.broadcast_to(sole.heel_sole, (steps, 3)), th_b)
@@ -511,15 +802,48 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
         out["rot"][:, k] = rot_sole @ sole.link_rot
         out["ankle"][:, k] = ankle
         out["stance"][:, k] = stance
-        out["parts"][:, k, HEEL] = stance & (s < s_heel_off)
-        out["parts"][:, k, TOE] = stance & (s >= s_flat)
+        flat_foot = gait.heel_strike == 0 and gait.toe_off == 0  # no rolls: the whole sole down through the stance
+        out["parts"][:, k, HEEL] = stance & ((s < s_heel_off) | flat_foot)
+        out["parts"][:, k, TOE] = stance & ((s >= s_flat) | flat_foot)
         out["s"][stance, k] = s[stance]
         out["flat"][:, k] = np.where(stance[:, None], holds[n], holds[nxt])
         out["flat_yaw"][:, k] = np.where(stance, mid_yaw[n], mid_yaw[nxt])
         out["lowest"][:, k] = np.minimum(heel_w[:, 2], toe_w[:, 2]) - sole.pivot_radius
         out["push_off"][:, k] = np.where(in_toe, _smoothstep((s - s_heel_off) / (1 - s_heel_off)), 0.0)
         out["tau"][~stance, k] = tau[~stance]
+        out["pitch"][:, k] = theta
     return out
+
+
+def swing_profile(tau: np.ndarray, ramp: float) -> np.ndarray:
+    """Progress (0..1) of a swing at ``tau`` (0..1): minimum jerk for ``ramp`` 0, else the integral of a flat-topped
+    speed ramped in and out by smoothsteps over ``ramp`` of the swing (zero speed at both ends, peak 1 / (1 - ramp) x
+    the mean: a joint that swings the leg forward moves at an even pace)."""
+    tau = np.clip(tau, 0.0, 1.0)
+    if ramp <= 0:
+        return _minjerk(tau)
+    r = min(float(ramp), 0.5)
+    ramp_area = lambda x: r * (x ** 3 - x ** 4 / 2)  # noqa: E731  (integral of smoothstep(u / r) du from 0 to r x)
+    rising = ramp_area(np.clip(tau / r, 0.0, 1.0))
+    flat = np.clip(tau - r, 0.0, 1.0 - 2 * r)
+    falling = r / 2 - ramp_area(np.clip((1 - tau) / r, 0.0, 1.0))
+    return (rising + flat + np.where(tau > 1 - r, falling, 0.0)) / (1 - r)
+
+
+def leg_angles(body: HumanoidBody, hips: np.ndarray, ankles: np.ndarray, yaw: np.ndarray) -> np.ndarray:
+    """Sagittal angles (..., K, 3) of the planar thigh-shank model: thigh (from straight down, its knee end forward
+    positive), knee flexion and shank (its ankle end forward positive), for hip and ankle points (..., K, 3) and the
+    heading ``yaw`` (...) of the sagittal plane. The pitch joints' speeds follow from these to within a few percent of
+    the IK's (``predict_cycle``); the ankle pitch joint is the foot's pitch minus the shank angle."""
+    d3 = ankles - hips
+    forward = np.stack([np.cos(yaw), np.sin(yaw)], -1)[..., None, :]
+    x = np.sum(d3[..., :2] * forward, -1)
+    z = d3[..., 2]
+    dist = np.maximum(np.sqrt(x ** 2 + z ** 2), 1e-9)
+    knee = body.knee_angle(dist)
+    thigh_line = np.clip((body.thigh ** 2 + dist ** 2 - body.shank ** 2) / (2 * body.thigh * dist), -1.0, 1.0)
+    thigh = np.arctan2(x, -z) + np.arccos(thigh_line)
+    return np.stack([thigh, knee, thigh - knee], -1)
 
 
 def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) -> np.ndarray:
@@ -543,7 +867,7 @@ def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) ->
     for k in range(num):
         single = (down == 1) & stance[:, k]
         u = np.clip((np.nan_to_num(s[:, k]) - sigma) / max(1 - 2 * sigma, 1e-6), 0.0, 1.0)
-        along = -ZMP_REAR + (ZMP_REAR + ZMP_FRONT) * u
+        along = -gait.zmp_rear + (gait.zmp_rear + gait.zmp_front) * u
         ref[single] = point(k, along)[single]
     if num == 2:
         both = down == 2
@@ -551,8 +875,8 @@ def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) ->
         trail = 1 - lead
         rows = np.arange(steps)
         progress = _smoothstep(np.nan_to_num(s[rows, lead]) / sigma)
-        fronts = [point(k, np.full(steps, ZMP_FRONT)) for k in range(2)]
-        rears = [point(k, np.full(steps, -ZMP_REAR)) for k in range(2)]
+        fronts = [point(k, np.full(steps, gait.zmp_front)) for k in range(2)]
+        rears = [point(k, np.full(steps, -gait.zmp_rear)) for k in range(2)]
         front = np.where((trail == 0)[:, None], fronts[0], fronts[1])
         rear = np.where((lead == 0)[:, None], rears[0], rears[1])
         ref[both] = ((1 - progress)[:, None] * front + progress[:, None] * rear)[both]
@@ -567,9 +891,9 @@ def reach_cap(body: HumanoidBody, feet: dict[str, np.ndarray], root_xy: np.ndarr
     # the knee bends from knee_rad to KNEE_PUSH_OFF_DEG while the foot rolls onto its toe (a person's pre-swing):
     # a leg that leaves the ground straight would have to fold at once as the body moves on
     push = feet["push_off"]
-    knee = knee_rad + (math.radians(KNEE_PUSH_OFF_DEG) - knee_rad) * push  # (T,K)
+    knee = knee_rad + (feet["push_knee"] - knee_rad) * push  # (T,K)
     terminal = np.nan_to_num(feet["tau"], nan=0.0) >= TERMINAL_SWING
-    knee = np.where(terminal, _swing_knee(feet["tau"]), knee)
+    knee = np.where(terminal, _swing_knee(feet), knee)
     reach = body.reach(knee)
     rz = _rot_z(yaw)  # (T,3,3)
     hips = np.c_[root_xy, np.zeros(len(yaw))][:, None, :] + np.einsum("tij,kj->tki", rz, body.hip_root)
@@ -582,11 +906,11 @@ def reach_cap(body: HumanoidBody, feet: dict[str, np.ndarray], root_xy: np.ndarr
     return np.where(np.isfinite(out), out, body.straight_height)
 
 
-def _swing_knee(tau: np.ndarray) -> np.ndarray:
-    """The straightest a swing knee may be (rad) at swing progress ``tau`` (T,K): as bent as at toe-off
-    (KNEE_PUSH_OFF_DEG), straightening to KNEE_MIN_DEG toward touch-down (stance frames: KNEE_MIN_DEG)."""
-    progress = _smoothstep(np.nan_to_num(tau, nan=1.0))
-    return math.radians(KNEE_PUSH_OFF_DEG) + math.radians(KNEE_MIN_DEG - KNEE_PUSH_OFF_DEG) * progress
+def _swing_knee(feet: dict[str, np.ndarray]) -> np.ndarray:
+    """The straightest a swing knee may be (rad) at swing progress ``tau`` (T,K): as bent as at toe-off (the style's
+    push-off knee), straightening to its stance knee toward touch-down (stance frames: the stance knee)."""
+    progress = _smoothstep(np.nan_to_num(feet["tau"], nan=1.0))
+    return feet["push_knee"] + (feet["min_knee"] - feet["push_knee"]) * progress
 
 
 def lift_swing(body: HumanoidBody, feet: dict[str, np.ndarray], root_pos: np.ndarray,
@@ -597,7 +921,7 @@ def lift_swing(body: HumanoidBody, feet: dict[str, np.ndarray], root_pos: np.nda
     forward over the new stance leg, or one held low ahead before touch-down, is lifted instead of pulling the
     pelvis down (a person's swing knee flexes for that). The lift is smoothed over SWING_LIFT_SMOOTH
     frames and is zero in stance."""
-    reach = body.reach(_swing_knee(feet["tau"]))  # (T,K)
+    reach = body.reach(_swing_knee(feet))  # (T,K)
     hips = root_pos[:, None, :] + np.einsum("tij,kj->tki", _rot_z(yaw), body.hip_root)
     d = np.linalg.norm(hips[..., :2] - feet["ankle"][..., :2], axis=-1)
     need = hips[..., 2] - np.sqrt(np.maximum(reach ** 2 - d ** 2, 0.0)) - feet["ankle"][..., 2]  # (T,K)
@@ -659,8 +983,9 @@ def smooth_below(cap: np.ndarray, dt: float, stiffness: float = None) -> np.ndar
 
 def height_plan(body: HumanoidBody, feet: dict[str, np.ndarray], root_xy: np.ndarray, yaw: np.ndarray,
                 dt: float) -> np.ndarray:
-    """Root height (T,): the reach cap with the knee at KNEE_MIN_DEG, less HEIGHT_MARGIN, smoothed below."""
-    cap = reach_cap(body, feet, root_xy, yaw, math.radians(KNEE_MIN_DEG)) - HEIGHT_MARGIN
+    """Root height (T,): the reach cap with the stance knee at the style's straightest (KNEE_MIN_DEG in the human
+    style), less HEIGHT_MARGIN, smoothed below."""
+    cap = reach_cap(body, feet, root_xy, yaw, float(feet["min_knee"])) - HEIGHT_MARGIN
     return smooth_below(np.minimum(cap, body.straight_height), dt)
 
 
@@ -685,10 +1010,7 @@ def upper_body(robot: Robot, body: HumanoidBody, gait: WalkGait, times: np.ndarr
     for arm in body.arms:
         leg = left if arm.side > 0 else 1 - left
         swing = -np.cos(2 * np.pi * (gait.frequency * times + gait.phases[leg]))  # forward while its leg is back
-        joint_pos[:, arm.shoulder] = np.clip(arm.forward * amplitude * swing, lower[arm.shoulder], upper[arm.shoulder])
-        if arm.elbow is not None:
-            flex = arm.elbow_rest + ELBOW_SWING * amplitude * (1 + swing)
-            joint_pos[:, arm.elbow] = np.clip(arm.flex * flex, lower[arm.elbow], upper[arm.elbow])
+        joint_pos[:, list(arm.joints)] = arm.at(amplitude * swing)
     if body.waist_yaw is not None:
         joint_pos[:, body.waist_yaw] = np.clip(-WAIST_COUNTER * body.waist_sign * pelvis, lower[body.waist_yaw],
                                                upper[body.waist_yaw])
@@ -696,27 +1018,50 @@ def upper_body(robot: Robot, body: HumanoidBody, gait: WalkGait, times: np.ndarr
 
 
 # ----------------------------------------------------------------------------- cadence before the solve
-def cadence_candidates(base: float) -> list[float]:
-    """Cadences (Hz) from ``base`` up in steps of 1/0.92, at most MAX_CADENCE_GAIN x ``base``."""
+def cadence_candidates(base: float, lowest: float = 1.0) -> list[float]:
+    """Cadences (Hz) from ``base`` up in steps of 1/0.92, at most MAX_CADENCE_GAIN x ``base``; with ``lowest`` < 1 also
+    down to that fraction of it, in steps of 0.92 (lowest first)."""
     out = [base]
     while out[-1] / 0.92 <= MAX_CADENCE_GAIN * base:
         out.append(out[-1] / 0.92)
+    while out[0] * 0.92 >= lowest * base - 1e-12:
+        out.insert(0, out[0] * 0.92)
     return out
 
 
-def predict_cycle(body: HumanoidBody, gait: WalkGait,
-                  path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+def predict_cycle(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                  velocity_limit: np.ndarray | None = None, dt: float = 0.02) -> dict[str, float]:
     """Mean pelvis height (of the straight-legged height) and mean stance knee (deg) of one steady cycle by the reach
-    model of step 2 (no IK, no sway)."""
-    start = max(2.0 * gait.ramp_time, 1.0)
-    times = start + np.arange(0.0, 2.0 / gait.frequency, 0.01)
-    feet = foot_plan(body, gait, path, times)
-    xy, yaw = path(times)
-    yaw = yaw + _pelvis_only(body, gait, times)
-    xy = root_guess(body, xy, yaw)
-    height = height_plan(body, feet, xy, yaw, 0.01)
-    knee = predicted_knee(body, feet, np.c_[xy, height], yaw)
-    return {"height_frac": float(height.mean() / body.straight_height), "knee_deg": float(np.degrees(np.nanmean(knee)))}
+    model of step 2 (no IK, no sway; sampled every 10 ms); with ``velocity_limit`` (J,) also the largest speed of a
+    hip pitch, knee or ankle pitch joint over its limit (``ratio``) and that joint's dof (``joint``), by the planar leg
+    model (:func:`leg_angles`; within a few percent of the IK's, in a millisecond), sampled at the clip's frame time
+    ``dt`` (the pelvis height's smoothing depends on it)."""
+
+    def plan(step: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        times = max(2.0 * gait.ramp_time, 1.0) + np.arange(0.0, 2.0 / gait.frequency, step)
+        feet = foot_plan(body, gait, path, times)
+        xy, yaw = path(times)
+        yaw = yaw + _pelvis_only(body, gait, times)
+        xy = root_guess(body, xy, yaw)
+        return feet, np.c_[xy, height_plan(body, feet, xy, yaw, step)], yaw
+
+    feet, root, yaw = plan(0.01)
+    knee = predicted_knee(body, feet, root, yaw)
+    out = {"height_frac": float(root[:, 2].mean() / body.straight_height),
+           "knee_deg": float(np.degrees(np.nanmean(knee)))}
+    if velocity_limit is not None:
+        feet, root, yaw = plan(dt)
+        feet = lift_swing(body, feet, root, yaw)
+        hips = root[:, None, :] + np.einsum("tij,kj->tki", _rot_z(yaw), body.hip_root)
+        angles = leg_angles(body, hips, feet["ankle"], yaw)  # (T, K, 3)
+        joints = np.stack([angles[..., 0], angles[..., 1], feet["pitch"] - angles[..., 2]], -1)
+        speed = np.abs(np.gradient(joints, dt, axis=0))[1:-1].max(0)  # (K, 3)
+        dofs = np.stack([body.hip, body.knee, body.ankle], -1)  # (K, 3)
+        limit = np.asarray(velocity_limit, dtype=np.float64)[dofs]
+        ratio = np.where(np.isfinite(limit) & (limit > 0), speed / np.where(limit > 0, limit, 1.0), 0.0)
+        worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        out.update(ratio=float(ratio[worst]), joint=int(dofs[worst]))
+    return out
 
 
 def meets_targets(prediction: dict[str, float]) -> bool:
@@ -744,6 +1089,18 @@ class WalkResult:
     ik_error_m: float
     joint_velocity_ratio: float
     figures: dict[str, Any]
+    limit: SpeedLimit | None = None  # what made the walk slower than asked (None: it walks at the asked speed)
+    effort_ratio: float = 0.0  # the clip's largest feedforward torque over its joint's effort limit
+
+
+@dataclass(frozen=True)
+class SpeedLimit:
+    """Why a walk is slower than asked: the joint whose limit it would pass at the asked speed in every style and
+    cadence, how many times that limit the asked walk needed, and which limit (``"velocity"`` or ``"effort"``)."""
+
+    joint: str
+    ratio: float
+    kind: str
 
 
 def _com(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray) -> np.ndarray:
@@ -771,7 +1128,7 @@ class WalkSolver:
         self.ik = LegIK(robot, legs)
         self.fk = self.ik.fk
         self.offsets = np.array([sole.centre_link for sole in body.soles])
-        q0 = np.zeros(robot.num_dofs)
+        q0 = rest_pose(robot.num_dofs, body.arms)  # the arms hang
         q0[body.knee] = body.knee_flex * 0.4  # start IK with the knees bent the right way
         self.q_init = np.clip(q0, robot.lower, robot.upper)
 
@@ -880,112 +1237,203 @@ class WalkSolver:
         return motion, error, figures
 
 
+def _style(name: str) -> WalkStyle:
+    return next(style for style in STYLES if style.name == name)
+
+
+def effort_speed_factor(robot: Robot, motion: Motion, torques: np.ndarray) -> float | None:
+    """The largest speed factor s <= 1 at which ``motion`` played s times as fast (the same poses; its torques
+    ``tau_static + s^2 (tau - tau_static)``, exact for the joint-space dynamics) keeps every joint within
+    EFFORT_RATIO of its effort limit; None when even its static torques (the poses held still) do not."""
+    from akd_core.motion.feasibility import effort_ratios, joint_torques
+
+    still = Motion(fps=motion.fps * 1e-3, joint_names=motion.joint_names, joint_pos=motion.joint_pos,
+                   root_pos=motion.root_pos, root_quat=motion.root_quat, foot_names=motion.foot_names,
+                   foot_offsets=motion.foot_offsets, foot_contacts=motion.foot_contacts,
+                   foot_contact_points=motion.foot_contact_points, foot_contact_parts=motion.foot_contact_parts,
+                   foot_contact_labels=motion.foot_contact_labels)
+    static = joint_torques(robot, still)
+    for factor in np.linspace(0.95, 0.3, 14):
+        if effort_ratios(robot, static + factor ** 2 * (torques - static)).max(initial=0.0) <= EFFORT_RATIO:
+            return float(factor)
+    return None
+
+
 def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request: WalkRequest,
                   path_for: Callable[[WalkGait], Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]],
                   duration: float, fps: float, prompt: str = "", max_velocity_ratio: float = 1.0,
                   slow_down: bool = True) -> WalkResult:
     """A human-like walk of ``robot`` (module docstring). ``path_for(gait)`` returns the body path function of a
-    resolved walk (the gait library's ``body_path``). Raises nothing for an asked speed it cannot keep: the walk
-    is time-scaled to the velocity limits with a note (``slow_down=False``: a MotionError naming the joint)."""
+    resolved walk (the gait library's ``body_path``). Raises nothing for an asked speed it cannot keep: the style
+    adapts first (:data:`STYLES`, the cadence), then the speed, with a note naming the joint and its limit
+    (``slow_down=False``: a MotionError naming it)."""
     from akd_core.io.errors import MotionError
+    from akd_core.motion.feasibility import effort_ratios, joint_torques
 
     leg_length = float(body.straight_height)
     solver = WalkSolver(robot, legs, body)
     notes: list[str] = []
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
+    budget = PREDICT_MARGIN * max_velocity_ratio
+    styles = STYLES if request.duty_factor is None else STYLES[:2]  # an asked duty factor keeps its swing's length
+    asked = request.speed
+    speed_limit: SpeedLimit | None = None
 
     def worst(speeds: np.ndarray) -> tuple[float, int]:
         ratios = np.where(finite, speeds / np.where(finite, limit, 1.0), 0.0)
         return float(ratios.max()), int(ratios.argmax())
 
-    probes: dict[tuple[float, float], tuple[float, int]] = {}
+    def at_speed(req: WalkRequest, speed: float) -> WalkRequest:
+        scale = speed / req.speed if req.speed > 0 else 1.0
+        return replace(req, speed=speed, turn_rate=req.turn_rate * scale)
 
-    def probe(gait: WalkGait) -> tuple[float, int]:
-        key = (gait.speed, gait.frequency)
-        if key not in probes:
-            probes[key] = worst(solver.probe(gait, path_for(gait), fps))
-        return probes[key]
+    def choose(req: WalkRequest, among: Sequence[WalkStyle] = styles) -> tuple[WalkGait | None, dict[str, Any],
+                                                                                list[str]]:
+        """The walk at this speed: the first style with a cadence whose steady cycle the planar leg model predicts
+        within the velocity limits and near-straight (the lowest such cadence), else the first with one within the
+        limits (the straightest); None and the least demanding candidate's prediction when none is."""
+        base = req.frequency or _alexander_cadence(req.speed, leg_length)
+        least: dict[str, Any] = {"ratio": np.inf}
+        fitting: list[tuple[WalkGait, dict[str, Any]]] = []
+        for style in among:
+            # an adapted style may also step slower than Alexander's cadence (longer, slower steps)
+            candidates = ([float(base)] if req.frequency is not None else
+                          cadence_candidates(base, MIN_CADENCE_GAIN if style is not STYLES[0] else 1.0))
+            walks = [resolve_walk(robot, body, legs, req, f, max_velocity_ratio, style) for f in candidates]
+            preds = [predict_cycle(body, g, path_for(g), limit, 1.0 / fps) for g in walks]
+            for g, p in zip(walks, preds):
+                if p["ratio"] < least["ratio"]:
+                    least = dict(p, gait=g, style=style)
+            fits = [i for i, p in enumerate(preds) if p["ratio"] <= budget]
+            straight = [i for i in fits if meets_targets(preds[i])]
+            if straight:
+                i = straight[0]
+                out = []
+                if candidates[i] != base:
+                    out.append(f"cadence {'raised' if candidates[i] > base else 'lowered'} from {base:.2f} to "
+                               f"{candidates[i]:.2f} Hz ({'shorter' if candidates[i] > base else 'longer'} steps at "
+                               f"{req.speed:.2f} m/s) so the legs stay near-straight and within their velocity "
+                               "limits: predicted pelvis height "
+                               f"{100 * preds[i]['height_frac']:.0f} % of standing, stance knee "
+                               f"{preds[i]['knee_deg']:.0f} deg")
+                return walks[i], preds[i], out
+            if fits:
+                i = max(fits, key=lambda j: preds[j]["height_frac"])
+                fitting.append((walks[i], preds[i]))
+        if fitting:
+            g, p = fitting[0]
+            return g, p, [f"cadence {g.frequency:.2f} Hz: longer steps keep the joints within their velocity limits "
+                          f"(predicted pelvis height {100 * p['height_frac']:.0f} %, stance knee "
+                          f"{p['knee_deg']:.0f} deg)"]
+        return None, least, []
 
-    def choose_cadence(speed_request: WalkRequest) -> tuple[float, list[str]]:
-        """The cadence at this speed, before the solve: the lowest one whose steady cycle keeps the legs
-        near-straight (reach model), unless a joint would pass its velocity limit there: then the highest lower one
-        that does not (longer steps at the asked speed); Alexander's if every one passes it."""
-        def gait_here(frequency: float) -> WalkGait:
-            return resolve_walk(robot, body, legs, speed_request, frequency, max_velocity_ratio)
-
-        base = speed_request.frequency or _alexander_cadence(speed_request.speed, leg_length)
-        if speed_request.frequency is not None:
-            return float(base), []
-        candidates = cadence_candidates(base)
-        predictions = [predict_cycle(body, gait_here(f), path_for(gait_here(f))) for f in candidates]
-        geo = next((i for i, p in enumerate(predictions) if meets_targets(p)), len(candidates) - 1)
-
-        def fast(i: int) -> bool:
-            return probe(gait_here(candidates[i]))[0] > max_velocity_ratio
-
-        chosen = geo
-        if geo > 0 and fast(geo):
-            lo, hi = 0, geo  # hi: over the limit
-            if not fast(0):
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    lo, hi = (mid, hi) if not fast(mid) else (lo, mid)
-            chosen = lo
-        frequency, prediction, out = candidates[chosen], predictions[chosen], []
-        if chosen > 0:
-            out.append(f"cadence raised from {base:.2f} to {frequency:.2f} Hz (shorter steps at "
-                       f"{speed_request.speed:.2f} m/s) so the legs stay near-straight: predicted pelvis height "
-                       f"{100 * prediction['height_frac']:.0f} % of standing, stance knee "
-                       f"{prediction['knee_deg']:.0f} deg")
-        if chosen < geo:
-            ratio, joint = probe(gait_here(candidates[geo]))
-            out.append(f"cadence kept at {frequency:.2f} Hz, not {candidates[geo]:.2f} Hz: there joint "
-                       f"'{robot.joint_names[joint]}' would need {ratio:.2f} x its URDF velocity limit "
-                       f"({limit[joint]:.1f} rad/s); longer steps, predicted pelvis height "
-                       f"{100 * prediction['height_frac']:.0f} %, stance knee {prediction['knee_deg']:.0f} deg")
-        return frequency, out
-
-    # a speed no cadence keeps within the velocity limits is lowered (by the exact factor the probe measures, the
-    # cadence chosen again for the new speed) with a note naming the joint and its limit
-    for attempt in range(5):
-        frequency, cadence_notes = choose_cadence(request)
-        gait = resolve_walk(robot, body, legs, request, frequency, max_velocity_ratio)
-        ratio, joint = probe(gait)
-        if ratio <= max_velocity_ratio or (request.speed == 0 and request.turn_rate == 0) or attempt == 4:
-            break
-        message = (f"walk at {request.speed:.2f} m/s needs joint '{robot.joint_names[joint]}' at {ratio:.2f} x its "
-                   f"URDF velocity limit ({limit[joint]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x) even at "
-                   f"{frequency:.2f} Hz, the lowest cadence for this speed (Alexander's stride)")
+    def lower(req: WalkRequest, speed: float, ratio: float, joint: int, kind: str, how: str) -> WalkRequest:
+        """The request at ``speed``, with a note naming the joint and the limit that made it slower."""
+        nonlocal speed_limit
+        name = robot.joint_names[joint]
+        if speed_limit is None:
+            speed_limit = SpeedLimit(joint=name, ratio=float(ratio), kind=kind)
+        value, unit = (limit[joint], "rad/s") if kind == "velocity" else (robot.effort_limit[joint], "N m")
+        allowed = max_velocity_ratio if kind == "velocity" else EFFORT_RATIO
+        message = (f"walk at {req.speed:.2f} m/s needs joint '{name}' at {ratio:.2f} x its URDF {kind} limit "
+                   f"({value:.1f} {unit}; allowed {allowed:.2f} x) {how}")
         if not slow_down:
             raise MotionError(f"{message}; ask for a slower walk or raise the limit")
-        scale = 0.97 * max_velocity_ratio / ratio
-        notes.append(f"{message}: slowed to {request.speed * scale:.2f} m/s")
+        notes.append(f"{message}: slowed to {speed:.2f} m/s")
         log.warning(notes[-1])
-        request = replace(request, speed=request.speed * scale, turn_rate=request.turn_rate * scale)
+        return at_speed(req, speed)
+
+    moving = request.speed > 0 or request.turn_rate != 0
+    # the style and cadence before the solve, by the planar leg model; the speed only where no style fits: the
+    # highest that one does (bisection over the style that asked the least of its joints)
+    gait, pred, cadence_notes = choose(request)
+    if gait is None and moving:
+        easiest = list(dict.fromkeys([pred["style"], styles[-1]]))
+        lo, hi, found = 0.0, request.speed, None
+        for _ in range(SPEED_BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            trial = choose(at_speed(request, mid), easiest)
+            if trial[0] is not None:
+                lo, found = mid, trial
+            else:
+                hi = mid
+        speed = lo if found is not None else 0.5 * hi
+        request = lower(request, speed, pred["ratio"], pred["joint"], "velocity",
+                        f"in every walk style ({', '.join(s.name for s in styles)}) and cadence")
+        gait, pred, cadence_notes = choose(request)
+        if gait is None:
+            gait, pred, cadence_notes = found or (pred["gait"], pred, [])
+    elif gait is None:
+        gait = pred["gait"]
+    # one IK cycle checks the prediction (the real legs, out of the sagittal plane too)
+    for _ in range(4):
+        ratio, joint = worst(solver.probe(gait, path_for(gait), fps))
+        if ratio <= max_velocity_ratio or not moving:
+            break
+        # a tenth slower at a time (the style and cadence chosen again): joint speeds are not proportional to it
+        request = lower(request, request.speed * max(0.97 * max_velocity_ratio / ratio, PROBE_STEP), ratio, joint,
+                        "velocity", f"at {gait.frequency:.2f} Hz in the walk style '{gait.style}' (one cycle solved "
+                        "by IK)")
+        found_gait, pred, cadence_notes = choose(request)
+        gait = found_gait or pred["gait"]
+    if gait.style != STYLES[0].name:
+        plain = resolve_walk(robot, body, legs, request, gait.frequency, max_velocity_ratio, STYLES[0])
+        why = predict_cycle(body, plain, path_for(plain), limit, 1.0 / fps)
+        notes.append(f"walk style '{gait.style}' (stance {100 * gait.duty_factor:.0f} % of the cycle, "
+                     + ("minimum-jerk swing" if gait.swing_ramp == 0 else
+                        f"even swing ramped over {100 * gait.swing_ramp:.0f} %")
+                     + ("" if gait.heel_strike or gait.toe_off else ", flat feet")
+                     + f", steps {100 * gait.step_height / leg_length:.1f} % of the leg high): the human style would "
+                     f"need joint '{robot.joint_names[why['joint']]}' at {why['ratio']:.2f} x its URDF velocity "
+                     f"limit ({limit[why['joint']]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x)")
+        log.info(notes[-1])
     notes += cadence_notes
-    # the clip, solved once; time-scaled (the same stride, slower) only if the full clip, sway and all, still
-    # passes a limit the one-cycle probe missed
-    for attempt in range(3):
+    # the clip, solved once; time-scaled (the same stride, slower) only if the full clip, sway and all, still passes a
+    # limit the one-cycle probe missed; then the feedforward torques against the effort limits
+    effort, effort_changed = 0.0, False
+    for attempt in range(4):
         motion, error, figures = solver.build(gait, path_for(gait), duration, fps, prompt)
         ratio, joint = worst(np.abs(motion.joint_vel().astype(np.float64)).max(0))
-        if ratio <= max_velocity_ratio or attempt == 2 or (gait.speed == 0 and gait.turn_rate == 0):
+        last = attempt == 3 or not moving
+        if ratio > max_velocity_ratio and not last:
+            scale = 0.97 * max_velocity_ratio / ratio
+            request = lower(request, request.speed * scale, ratio, joint, "velocity",
+                            f"at {gait.frequency:.2f} Hz (the full clip, sway included)")
+            gait = resolve_walk(robot, body, legs, request, gait.frequency * scale, max_velocity_ratio,
+                                _style(gait.style))
+            continue
+        torques = joint_torques(robot, motion)
+        efforts = effort_ratios(robot, torques)
+        effort = float(efforts.max(initial=0.0))
+        e_joint = int(efforts.argmax()) if efforts.size else 0
+        if effort <= EFFORT_RATIO:
             break
-        message = (f"walk at {gait.speed:.2f} m/s, {gait.frequency:.2f} Hz needs joint '{robot.joint_names[joint]}' "
-                   f"at {ratio:.2f} x its URDF velocity limit ({limit[joint]:.1f} rad/s; allowed "
-                   f"{max_velocity_ratio:.2f} x)")
-        if not slow_down:
-            raise MotionError(f"{message}; ask for a slower walk or raise the limit")
-        scale = 0.97 * max_velocity_ratio / ratio
-        notes.append(f"{message}: slowed to {gait.speed * scale:.2f} m/s (same stride, {scale:.2f} x the cadence)")
-        log.warning(notes[-1])
-        request = replace(request, speed=request.speed * scale, turn_rate=request.turn_rate * scale)
-        gait = resolve_walk(robot, body, legs, request, gait.frequency * scale, max_velocity_ratio)
+        factor = None if (last or effort_changed) else effort_speed_factor(robot, motion, torques)
+        if factor is None:
+            message = (f"walk at {gait.speed:.2f} m/s needs joint '{robot.joint_names[e_joint]}' at {effort:.2f} x "
+                       f"its URDF effort limit ({robot.effort_limit[e_joint]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)"
+                       + ("" if effort_changed or last else ": its poses alone need that much") + "; the tracker "
+                       "clamps its feedforward there")
+            if not slow_down:
+                raise MotionError(f"{message}; raise the limit")
+            notes.append(f"warning: {message}")
+            log.warning(message)
+            break
+        # one slower clip: the effort limit's share of the speed, the style kept (its cadence chosen again)
+        effort_changed = True
+        request = lower(request, request.speed * factor, effort, e_joint, "effort", f"at {gait.frequency:.2f} Hz")
+        found_gait, _, _ = choose(request, [_style(gait.style)])
+        gait = found_gait or resolve_walk(robot, body, legs, request, gait.frequency * factor, max_velocity_ratio,
+                                          _style(gait.style))
     gait.notes = notes
     figures["ik_error_m"] = error
-    return WalkResult(motion=motion, gait=gait, ik_error_m=error, joint_velocity_ratio=ratio, figures=figures)
+    return WalkResult(motion=motion, gait=gait, ik_error_m=error, joint_velocity_ratio=ratio, figures=figures,
+                      limit=speed_limit if gait.speed < asked - 1e-9 else None, effort_ratio=effort)
 
 
-__all__ = ["CONTACT_LABELS", "HumanoidBody", "Sole", "Arm", "WalkRequest", "WalkGait", "WalkResult", "humanoid_body",
+__all__ = ["CONTACT_LABELS", "HumanoidBody", "Sole", "Arm", "WalkRequest", "WalkGait", "WalkResult", "WalkStyle",
+           "STYLES", "SpeedLimit", "effort_speed_factor", "humanoid_body", "rest_pose", "swing_profile", "leg_angles",
+           "zmp_range", "heel_off_for_effort",
            "resolve_walk", "foot_plan", "zmp_plan", "reach_cap", "smooth_below", "height_plan", "upper_body",
            "cadence_candidates", "predict_cycle", "generate_walk"]

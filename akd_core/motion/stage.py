@@ -66,8 +66,12 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
                                  motion.foot_names, motion.foot_offsets, motion.foot_contacts,
                                  contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
         metrics.update(quality)
-        metrics.update(ik_foot_error_m=result.ik_error_m, speed_command_mps=result.spec.speed,
-                       frequency_hz=result.spec.frequency, num_frames=motion.num_frames)
+        metrics.update(ik_foot_error_m=result.ik_error_m, asked_speed_mps=float(spec.speed),
+                       speed_command_mps=result.spec.speed, frequency_hz=result.spec.frequency,
+                       num_frames=motion.num_frames, joint_effort_ratio=result.effort_ratio)
+        if result.limit is not None:  # slower than asked: which joint's limit, how many times it, which limit
+            metrics.update(speed_limited_by=result.limit.joint, speed_limit_ratio=float(result.limit.ratio),
+                           speed_limit_kind=result.limit.kind)
         metrics.update({f"walk_{k}": float(v) for k, v in result.figures.items()})  # human-like walks
         metrics.update(feasibility_summary(robot, motion))  # CoP vs support polygon, residual wrench
     return metrics

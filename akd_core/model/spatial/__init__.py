@@ -130,6 +130,15 @@ def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                      aw * bw - ax * bx - ay * by - az * bz], -1)
 
 
+def rotvec_quat(rotvec: np.ndarray) -> np.ndarray:
+    """Rotation vectors (..., 3) rad (axis x angle) -> (..., 4) xyzw quaternions."""
+    rotvec = np.asarray(rotvec, dtype=np.float64)
+    angle = np.linalg.norm(rotvec, axis=-1, keepdims=True)
+    # sin(angle/2)/angle -> 1/2 as the angle -> 0 (sinc is sin(pi x)/(pi x))
+    half = 0.5 * np.sinc(angle / (2 * np.pi))
+    return np.concatenate([rotvec * half, np.cos(angle / 2)], -1)
+
+
 def yaw_quat(yaw: np.ndarray | float) -> np.ndarray:
     """Rotation about +z by ``yaw`` rad (...) -> (..., 4) xyzw."""
     yaw = np.asarray(yaw, dtype=np.float64)

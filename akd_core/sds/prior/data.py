@@ -229,9 +229,11 @@ class DataRenderer:
                 spec = json.loads(str(data["spec"]))
         else:
             speed = speed_for_level(recipe["gait"], self.legs, self.stance.leg_length, recipe["speed_level"])
-            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"])
+            # the level body the shipped prior was trained on: its slowed gaits (<= 2 Hz) would fly too long to carry
+            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"], level_body=True)
             cadence = resolve_spec(spec0, self.legs, self.stance).frequency * recipe["frequency_scale"]
-            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"], frequency=cadence)
+            spec0 = GaitSpec(pattern=recipe["gait"], speed=speed, turn_rate=recipe["turn_rate"], frequency=cadence,
+                             level_body=True)
             if max_cadence is not None:
                 spec0 = spec0.slowed_to(max_cadence, cadence)
             gait_log = logging.getLogger("akd.gait")
