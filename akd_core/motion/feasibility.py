@@ -257,15 +257,17 @@ def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = No
     return tau
 
 
-def effort_ratios(robot: Robot, torques: np.ndarray, skip: int = 2) -> np.ndarray:
+def effort_ratios(robot: Robot, torques: np.ndarray, skip: int = 2, percentile: float = 100.0) -> np.ndarray:
     """Per joint (J,), the largest ``|tau| / effort limit`` over the frames of ``torques`` (F,J) but the ``skip``
-    first and last (one-sided differences there); 0 for a joint without a positive finite limit."""
+    first and last (one-sided differences there); 0 for a joint without a positive finite limit. ``percentile``
+    below 100 takes that percentile over the frames instead of the largest value."""
     limit = np.asarray(robot.effort_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
     inner = torques[skip:len(torques) - skip] if len(torques) > 2 * skip else torques
     if not len(inner):
         return np.zeros(len(limit))
-    return np.where(finite, np.abs(inner).max(0) / np.where(finite, limit, 1.0), 0.0)
+    peak = np.percentile(np.abs(inner), percentile, axis=0) if percentile < 100 else np.abs(inner).max(0)
+    return np.where(finite, peak / np.where(finite, limit, 1.0), 0.0)
 
 
 def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_rot: np.ndarray) -> list[np.ndarray]:

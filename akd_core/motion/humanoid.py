@@ -1241,10 +1241,12 @@ def _style(name: str) -> WalkStyle:
     return next(style for style in STYLES if style.name == name)
 
 
-def effort_speed_factor(robot: Robot, motion: Motion, torques: np.ndarray) -> float | None:
+def effort_speed_factor(robot: Robot, motion: Motion, torques: np.ndarray,
+                        percentile: float = 100.0) -> float | None:
     """The largest speed factor s <= 1 at which ``motion`` played s times as fast (the same poses; its torques
     ``tau_static + s^2 (tau - tau_static)``, exact for the joint-space dynamics) keeps every joint within
-    EFFORT_RATIO of its effort limit; None when even its static torques (the poses held still) do not."""
+    EFFORT_RATIO of its effort limit (``percentile``: as :func:`akd_core.motion.feasibility.effort_ratios`); None
+    when even its static torques (the poses held still) do not."""
     from akd_core.motion.feasibility import effort_ratios, joint_torques
 
     still = Motion(fps=motion.fps * 1e-3, joint_names=motion.joint_names, joint_pos=motion.joint_pos,
@@ -1254,7 +1256,8 @@ def effort_speed_factor(robot: Robot, motion: Motion, torques: np.ndarray) -> fl
                    foot_contact_labels=motion.foot_contact_labels)
     static = joint_torques(robot, still)
     for factor in np.linspace(0.95, 0.3, 14):
-        if effort_ratios(robot, static + factor ** 2 * (torques - static)).max(initial=0.0) <= EFFORT_RATIO:
+        scaled = static + factor ** 2 * (torques - static)
+        if effort_ratios(robot, scaled, percentile=percentile).max(initial=0.0) <= EFFORT_RATIO:
             return float(factor)
     return None
 
