@@ -509,7 +509,10 @@ def read_manifest(manifest: dict[str, Any], out: Path, robot: ZooRobot, cell: Ce
             asked = asked_speed(cell.prompt, robot.spec)
         except Exception:  # noqa: BLE001 - a robot that no longer loads: the speed is unknown, not a crash here
             asked = None
-    limiter = speed_limiter(notes)
+    metrics = gait.get("metrics", {})
+    # the gait stage records the joint that limited the speed (velocity or effort); older runs only say it in a note
+    limiter = ((metrics["speed_limited_by"], float(metrics.get("speed_limit_ratio") or 0.0))
+               if metrics.get("speed_limited_by") else speed_limiter(notes))
     verdict = manifest.get("verdict") or {}
     return {
         "link_err_m": track.get("link_pos_err_m"),
