@@ -38,7 +38,7 @@ class PipelineConfig:
     prompt: str
     out: Path
     source: str = "gait"
-    duration: float = 4.0
+    duration: float | None = None  # s (None: 4 for one gait, the sum of its segments for a motion program)
     fps: float = 50.0
     seed: int = 0
     feet: list[str] | None = None
@@ -57,13 +57,16 @@ class PipelineConfig:
     concurrent: bool = True  # cross-check in a child process beside preview/export (False: strictly in order)
     link_err_limit_m: float | None = None  # `akd track --link-err-limit` (None: the clip's motion-class limit)
     keep_failed: bool = False  # export a clip that failed its verdict (marked success=False) and return normally
+    commands: str | None = None  # a command timeline file (akd_core.motion.program), source gait only
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
     if cfg.source == "gait":
 
         return stage_gait(run, robot_spec=cfg.robot, prompt=cfg.prompt, duration=cfg.duration, fps=cfg.fps,
-                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths)
+                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths, commands=cfg.commands)
+    if cfg.commands:
+        raise ConfigError("--commands makes a motion program from the gait library; use it with --source gait")
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
                          iterations=cfg.distill_iterations, init=cfg.distill_init, duration=cfg.duration,
@@ -277,6 +280,16 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
     elif track.get("tracking_passed"):
         lines.append(f"  passed: link error {_fmt(track.get('link_pos_err_m'), ' m')} <= "
                      f"{_fmt(track.get('link_err_limit_m'), ' m')} (the limit for {track.get('motion_class')} clips)")
+    if track.get("segments"):
+        lines.append("  segments (tracked, steady part of each):")
+        for seg in track["segments"]:
+            cmd, got = seg.get("command") or {}, seg.get("achieved") or {}
+            seen = (seg.get("gait_seen") or {}).get("gait")
+            lines.append(f"    {seg['segment']:>2} {seg['start_s']:6.2f}-{seg['end_s']:6.2f} s {seg['pattern']:<7} "
+                         f"vx {_fmt(got.get('vx_mps'), digits=2)}/{_fmt(cmd.get('vx_mps'), digits=2)} m/s, yaw "
+                         f"{_fmt(got.get('yaw_rate_radps'), digits=2)}/{_fmt(cmd.get('yaw_rate_radps'), digits=2)} "
+                         f"rad/s, link {_fmt(seg.get('link_pos_err_m'), ' m')}"
+                         + (f", seen {seen}" if seen else "") + ("" if seg.get("passed") else "  FAILED"))
     if track.get("fell"):
         tilt = _fmt(track.get("max_tilt_deg"), " deg")
         lines.append(f"  THE TRACKED ROBOT FELL (max tilt {tilt}): the motion is not usable as a demonstration")

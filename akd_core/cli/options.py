@@ -66,3 +66,15 @@ def fail_unless_passed(run, metrics: dict, keep_failed: bool) -> int:
         f"{run.path}: the tracked clip FAILED: {text}. manifest.json records it (verdict, "
         "stages.track.metrics.failure_reasons) and tracked.npz is kept (`akd preview RUN` shows it). Try a slower "
         "speed or another gait, `akd track RUN --samples N` with more samples, or pass --keep-failed to use it anyway.")
+
+
+def motion_prompt(args: argparse.Namespace) -> str:
+    """The prompt of `akd gait` / `akd run`: ``--prompt``, or with only ``--commands`` a prompt naming the file."""
+    from akd_core.io.errors import ConfigError
+
+    if args.prompt and str(args.prompt).strip():
+        return str(args.prompt)
+    if getattr(args, "commands", None):
+        return f"command timeline {Path(args.commands).name}"
+    raise ConfigError("give --prompt (e.g. 'a dog trotting forward', or a sequence: 'a dog walks, then trots, then "
+                      "stops') or --commands FILE (a command timeline)")

@@ -5,18 +5,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from akd_core.cli.options import add_fast_argument, add_robot_options, add_verdict_arguments
+from akd_core.cli.options import add_fast_argument, add_robot_options, add_verdict_arguments, motion_prompt
 from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
 from akd_core.sds.distill import INITS, PARAMETRISATIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_robot_options(parser)
-    parser.add_argument("--prompt", required=True, help="text describing the motion, e.g. 'a dog trotting forward'")
+    parser.add_argument("--prompt", default=None,
+                        help="text describing the motion, e.g. 'a dog trotting forward'; a sequence makes a "
+                             "motion program: "
+                             "'a dog walks, then trots, then stops' "
+                             "(required unless --commands is given)")
     parser.add_argument("--out", required=True, type=Path, help="run directory (created)")
     parser.add_argument("--source", choices=SOURCES, default="gait",
                         help="gait: procedural gait library (CPU, seconds); sds: SDS distillation from a video prior")
-    parser.add_argument("--duration", type=float, default=4.0, help="clip length in seconds (default 4)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
+                             "segments)")
+    parser.add_argument("--commands", default=None, metavar="FILE",
+                        help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
+                             "the heading frame) or YAML with those fields: each row holds until the next "
+                             "(docs/programs.md)")
     parser.add_argument("--fps", type=float, default=50.0, help="reference frame rate (default 50)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
@@ -49,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         exports = tuple(x.strip() for x in args.export.split(",") if x.strip())
     cfg = PipelineConfig(
-        robot=args.robot, prompt=args.prompt, out=args.out, source=args.source, duration=args.duration, fps=args.fps,
+        robot=args.robot, prompt=motion_prompt(args), commands=args.commands, out=args.out,
+        source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,
         prior=args.prior, video_model=args.video_model, distill_iterations=args.distill_iterations,

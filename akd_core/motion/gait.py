@@ -575,11 +575,12 @@ def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: floa
 
 def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
                          legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True,
-                         max_velocity_ratio: float = 1.0) -> GaitResult:
+                         max_velocity_ratio: float = 1.0, stance: Stance | None = None) -> GaitResult:
     """:func:`generate_gait` returning the resolved spec and IK/velocity figures too.
 
     ``max_velocity_ratio`` caps joint speed as a fraction of the URDF velocity limits (below 1 leaves headroom for
-    the PD targets of physics tracking, which must lead the reference and are themselves rate-limited)."""
+    the PD targets of physics tracking, which must lead the reference and are themselves rate-limited). ``stance``:
+    the robot's :func:`stance_pose` for these legs when the caller has it (used when the spec sets no body height)."""
     if not np.isfinite(duration) or duration <= 0:
         raise ConfigError(f"duration must be a positive number of seconds, got {duration}")
     if not np.isfinite(fps) or fps <= 0:
@@ -589,7 +590,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         body = humanoid_body(robot, legs)
         if body is not None:
             return _human_walk(robot, spec, legs, body, duration, fps, prompt, slow_down, max_velocity_ratio)
-    stance = stance_pose(robot, legs, spec.body_height)
+    if stance is None or spec.body_height is not None:
+        stance = stance_pose(robot, legs, spec.body_height)
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
     current, notes = spec, list(spec.notes)
@@ -763,7 +765,19 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
            prompt: str) -> tuple[Motion, float]:
     frames = int(round(duration * fps)) + 1
     times = np.arange(frames) / fps
-    traj = foot_targets(spec, stance, times)
+    plan = (lambda t: foot_targets(spec, stance, t)) if _balanced(spec, stance) else None
+    return solve_clip(robot, stance, times, foot_targets(spec, stance, times), fps, prompt, balance=plan,
+                      carry=_carried(spec, stance))
+
+
+def solve_clip(robot: Robot, stance: Stance, times: np.ndarray, traj: dict[str, np.ndarray], fps: float,
+               prompt: str = "", balance: Any = None, carry: bool = False) -> tuple[Motion, float]:
+    """The joint angles of a planned clip: IK of the root path and foot targets ``traj`` (as :func:`foot_targets`
+    returns them, at ``times``), then the body made dynamically consistent: ``balance`` (a function of times ->
+    such a plan, covering the time before and after the clip: biped walks, :func:`_balance_biped`) or ``carry``
+    (gaits with flight phases, :func:`_carry_body`). Returns the Motion and its largest IK error (m)."""
+    frames = len(times)
+    traj = dict(traj)
     root_quat = yaw_quat(traj["yaw"])
     target_rot = yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]  # (F, K, 3, 3)
     ik = LegIK(robot, stance.legs)
@@ -775,11 +789,11 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
                                 target_rot, centres=stance.centres, radius=radius, iterations=150)
     joint_pos, error = _repair_by_continuation(ik, traj["root_pos"], root_quat, joint_pos, stance, offsets, targets,
                                                target_rot, radius)
-    if _balanced(spec, stance):
-        traj["root_pos"], joint_pos, error = _balance_biped(robot, spec, stance, ik, times, traj["root_pos"],
+    if balance is not None:
+        traj["root_pos"], joint_pos, error = _balance_biped(robot, balance, stance, ik, times, traj["root_pos"],
                                                             root_quat, joint_pos, offsets, targets, target_rot,
                                                             radius)
-    elif _carried(spec, stance):
+    elif carry:
         traj["root_pos"], root_quat, joint_pos, error = _carry_body(robot, stance, ik, times, traj["root_pos"],
                                                                     root_quat, joint_pos, offsets, targets,
                                                                     target_rot, radius, traj["contacts"])
@@ -892,7 +906,7 @@ def _sole_bias(robot: Robot, stance: Stance, link_pos: np.ndarray, link_rot: np.
     return out
 
 
-def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: LegIK, times: np.ndarray,
+def _balance_biped(robot: Robot, plan_at: Any, stance: Stance, ik: LegIK, times: np.ndarray,
                    root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray,
                    targets: np.ndarray, target_rot: np.ndarray,
                    radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -911,7 +925,7 @@ def _balance_biped(robot: Robot, spec: GaitSpec, stance: Stance, ik: LegIK, time
     dt = frame_dt / sub
     span = times[-1] - times[0] + ZMP_PREROLL + ZMP_PREVIEW  # the walk goes on past the clip: preview it
     fine_times = times[0] - ZMP_PREROLL + np.arange(int(round(span / dt)) + 1) * dt
-    plan = foot_targets(spec, stance, fine_times)
+    plan = plan_at(fine_times)
     fk = ik.fk
     with torch.no_grad():
         stand = fk(torch.as_tensor([[0.0, 0.0, stance.body_height]]), torch.as_tensor([[0.0, 0.0, 0.0, 1.0]]),

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from akd_core.io.errors import ConfigError
 from akd_core.io.rundir import REFERENCE, RunDir
 from akd_core.model.legs import find_legs
@@ -19,16 +21,27 @@ from akd_core.model.load import load_robot, write_run_robot
 from akd_core.motion.feasibility import feasibility_summary
 from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
 from akd_core.motion.metrics import motion_metrics
+from akd_core.motion.program import (
+    generate_program,
+    is_program_prompt,
+    program_from_commands,
+    program_from_prompt,
+    segment_figures,
+    transition_figures,
+)
 from akd_core.motion.prompt import spec_from_prompt
 
 log = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------- stage + CLI
-def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0, fps: float = 50.0, seed: int = 0,
-               feet: Sequence[str] | None = None, package_paths: Sequence[str] = (),
+DEFAULT_DURATION = 4.0  # s, a single gait's clip when no duration is asked
+
+
+def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None = None, fps: float = 50.0,
+               seed: int = 0, feet: Sequence[str] | None = None, package_paths: Sequence[str] = (),
                spec_overrides: dict[str, Any] | None = None,
-               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO) -> dict[str, Any]:
+               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO, commands: str | None = None) -> dict[str, Any]:
     """`akd gait`: robot + prompt -> RUN/robot.urdf (+ RUN/robot.xml for an MJCF robot), RUN/reference.npz,
     manifest stage "gait".
 
@@ -37,12 +50,24 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
 
     run: akd_core.io.rundir.RunDir. Returns the recorded metrics (motion_metrics of the clip, IK error, speed, and the
     dynamic feasibility summary of akd_core.motion.feasibility).
+
+    A prompt that describes a sequence ("walks, then trots, then stops"), or a command timeline file ``commands``,
+    makes a motion program (:mod:`akd_core.motion.program`): its clip lasts the sum of its segments unless
+    ``duration`` is given, and the stage config records each segment as played ("segments"). A single gait lasts
+    ``duration`` or DEFAULT_DURATION s.
     """
 
-    if not prompt or not str(prompt).strip():
+    if not commands and (not prompt or not str(prompt).strip()):
         raise ConfigError("--prompt is empty; describe the motion, e.g. --prompt 'a dog trotting forward'")
     robot = load_robot(robot_spec, package_paths)
     legs = find_legs(robot, list(feet) if feet else None)
+    if commands or is_program_prompt(prompt):
+        if spec_overrides:
+            raise ConfigError("gait spec overrides apply to a single gait; a program's segments come from its prompt "
+                              "or command file")
+        return _stage_program(run, robot, legs, robot_spec, prompt or "", duration, fps, seed, commands,
+                              max_velocity_ratio)
+    duration = DEFAULT_DURATION if duration is None else duration
     spec, notes = spec_from_prompt(prompt, robot, legs)
     if spec_overrides:
         spec = dataclasses.replace(spec, **spec_overrides)
@@ -74,4 +99,53 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float = 4.0,
                            speed_limit_kind=result.limit.kind)
         metrics.update({f"walk_{k}": float(v) for k, v in result.figures.items()})  # human-like walks
         metrics.update(feasibility_summary(robot, motion))  # CoP vs support polygon, residual wrench
+    return metrics
+
+
+def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str,
+                   duration: float | None, fps: float, seed: int, commands: str | None,
+                   max_velocity_ratio: float) -> dict[str, Any]:
+    """The gait stage of a motion program (prompt or command timeline): see :func:`stage_gait`."""
+    program = (program_from_commands(commands, robot, legs, prompt) if commands
+               else program_from_prompt(prompt, robot, legs))
+    for note in program.notes:
+        log.info(note)
+    run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
+                        seeds={"gait": int(seed)})
+    config = {"robot": str(robot_spec), "prompt": prompt, "commands": None if commands is None else str(commands),
+              "duration": duration, "fps": fps, "seed": seed, "max_velocity_ratio": max_velocity_ratio,
+              "feet": [leg.foot_link for leg in legs], "program": program.to_dict()}
+    with run.running_stage("gait", config) as metrics:
+        result = generate_program(robot, program, fps, legs, prompt=prompt, max_velocity_ratio=max_velocity_ratio,
+                                  duration=duration)
+        write_run_robot(run, robot)
+        motion = result.motion
+        motion.save(run.file(REFERENCE))
+        segments = [item.to_dict() for item in result.segments]
+        for row, figures in zip(segments, segment_figures(motion, segments)):
+            row["reference"] = figures
+        moving = [item for item in result.segments if item.segment.kind == "move"]
+        main = max(moving, key=lambda item: abs(item.command[0]) + abs(item.command[1])) if moving else None
+        config["segments"] = segments
+        # the fastest moving segment stands for the clip where one spec is read (summaries, the zoo bench)
+        config["spec"] = main.spec.to_dict() if main is not None else {"pattern": "stand", "speed": 0.0}
+        config["notes"] = result.notes
+        run.set_stage("gait", config=config)
+        quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
+                                 motion.foot_names, motion.foot_offsets, motion.foot_contacts,
+                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
+        metrics.update(quality)
+        metrics.update(ik_foot_error_m=result.ik_error_m, num_frames=motion.num_frames,
+                       joint_effort_ratio=result.effort_ratio, num_segments=len(segments),
+                       asked_speed_mps=float(max((abs(s.asked[0]) + abs(s.asked[1]) for s in result.segments),
+                                                 default=0.0)) if main is None else
+                       float(main.segment.speed),
+                       speed_command_mps=float(np.hypot(*main.command[:2])) if main is not None else 0.0,
+                       frequency_hz=float(main.spec.frequency) if main is not None else 0.0)
+        if main is not None and main.limit is not None:
+            metrics.update(speed_limited_by=main.limit.joint, speed_limit_ratio=float(main.limit.ratio),
+                           speed_limit_kind=main.limit.kind)
+        metrics.update(transition_figures(motion, result.segments))
+        metrics.update({f"walk_{k}": float(v) for k, v in getattr(result, "figures", {}).items()})
+        metrics.update(feasibility_summary(robot, motion))
     return metrics

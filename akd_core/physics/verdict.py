@@ -35,6 +35,7 @@ from akd_core.physics.metrics import feet_of
 # A clip counts as dynamic when all its feet are off the ground in at least this fraction of its frames (a bound's
 # flight is 10-30 % of a stride; a trot's four-feet-lifted instants, from rounding the duty factor, stay below 1 %)
 FLIGHT_FRACTION = 0.02
+FOOT_DOWN_M = 0.01  # a simulated foot counts as down within this height of where the feet stood at the start
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,11 @@ def body_length_m(robot: Robot, reference: Motion) -> float:
 
 
 def judge_tracking(robot: Robot, reference: Motion, metrics: dict[str, Any],
-                   limits: TrackingLimits = TrackingLimits(), link_err_limit_m: float | None = None) -> Verdict:
+                   limits: TrackingLimits = TrackingLimits(), link_err_limit_m: float | None = None,
+                   segments: list[dict[str, Any]] | None = None) -> Verdict:
     """The verdict on tracked ``metrics`` (:func:`akd_core.physics.metrics.tracking_metrics`) of ``reference``.
-    ``link_err_limit_m`` replaces the class limit (``--link-err-limit``)."""
+    ``link_err_limit_m`` replaces the class limit (``--link-err-limit``). ``segments``: a motion program's
+    per-segment figures (:func:`judge_segments`); each must pass its own limit too."""
     if link_err_limit_m is not None and not link_err_limit_m > 0:
         raise ConfigError(f"--link-err-limit must be a positive number of metres, got {link_err_limit_m}")
     cls = motion_class(robot, reference)
@@ -114,8 +117,82 @@ def judge_tracking(robot: Robot, reference: Motion, metrics: dict[str, Any],
     if behind is not None and not float(behind) <= length:
         reasons.append(f"the root ends {float(behind):.2f} m from the reference's end, more than a body length "
                        f"({length:.2f} m)")
+    for seg in segments or []:
+        if not seg["passed"]:
+            reasons.append(f"segment {seg['segment']} ({seg['pattern']}, {seg['start_s']:.1f}-{seg['end_s']:.1f} s): "
+                           f"link error {seg['link_pos_err_m']:.3f} m > {seg['link_err_limit_m']:g} m (the limit for "
+                           f"its {seg['motion_class']} class)")
     return Verdict(passed=not reasons, motion_class=cls, link_err_limit_m=limit, body_length_m=length,
                    reasons=reasons)
 
 
-__all__ = ["FLIGHT_FRACTION", "TrackingLimits", "Verdict", "body_length_m", "judge_tracking", "motion_class"]
+def segment_class(robot: Robot, reference: Motion, segment: dict[str, Any]) -> str:
+    """The motion class of one segment of a motion program: by its gait (a stand is steady)."""
+    from akd_core.motion.gait import PATTERNS, pattern_key
+
+    feet, _, _ = feet_of(robot, reference)
+    if 0 < len(feet) <= 2:
+        return "biped"
+    pattern = segment.get("pattern")
+    if pattern in (None, "stand"):
+        return "steady"
+    return "dynamic" if PATTERNS[pattern_key(pattern, len(feet))].flight else "steady"
+
+
+def judge_segments(robot: Robot, reference: Motion, tracked: Any, metrics: dict[str, Any],
+                   segments: list[dict[str, Any]], limits: TrackingLimits = TrackingLimits(),
+                   link_err_limit_m: float | None = None) -> list[dict[str, Any]]:
+    """Per segment of a motion program (the gait stage's ``segments``): the tracked link error over its frames
+    against its own class's limit (a walk inside a clip with a gallop is held to the walk's), and the velocity and
+    yaw rate the tracked root achieved in its steady part beside the asked and commanded ones."""
+    from akd_core.motion.program import segment_figures
+
+    fk = ForwardKinematics(robot)
+    steps = min(len(tracked.root_pos), reference.num_frames)
+    shift = float(metrics.get("height_shift_m") or 0.0)
+    with torch.no_grad():
+        ref_root = torch.as_tensor(reference.root_pos[:steps], dtype=torch.float64) + \
+            torch.tensor([0.0, 0.0, shift], dtype=torch.float64)
+        ref_pos, _ = fk(ref_root, torch.as_tensor(reference.root_quat[:steps], dtype=torch.float64),
+                        torch.as_tensor(reference.joint_pos[:steps], dtype=torch.float64))
+        sim_pos, _ = fk(torch.as_tensor(tracked.root_pos[:steps], dtype=torch.float64),
+                        torch.as_tensor(tracked.root_quat[:steps], dtype=torch.float64),
+                        torch.as_tensor(tracked.joint_pos[:steps], dtype=torch.float64))
+    per_frame = np.linalg.norm((sim_pos - ref_pos).numpy(), axis=-1).mean(-1)  # (T,)
+    achieved = segment_figures(reference, segments, root_pos=np.asarray(tracked.root_pos[:steps]),
+                               root_quat=np.asarray(tracked.root_quat[:steps]))
+    from akd_core.motion.classify import classify_gait, clip_legs, foot_heights
+
+    sim = Motion(fps=reference.fps, joint_names=reference.joint_names, joint_pos=tracked.joint_pos[:steps],
+                 root_pos=tracked.root_pos[:steps], root_quat=tracked.root_quat[:steps],
+                 foot_names=reference.foot_names, foot_offsets=reference.foot_offsets)
+    legs = clip_legs(robot, reference)
+    heights = foot_heights(robot, sim, legs) if legs else np.zeros((steps, 0))
+    ground = heights[:1].min(initial=0.0) if heights.size else 0.0
+    out = []
+    for n, (seg, got) in enumerate(zip(segments, achieved)):
+        a = int(round(seg["start_s"] * reference.fps))
+        b = max(min(int(round(seg["end_s"] * reference.fps)), steps), a + 1)
+        steady = min(int(round((seg["start_s"] + seg.get("ramp_s", 0.0)) * reference.fps)), b - 1)
+        gait = None
+        if seg.get("pattern") not in (None, "stand") and b - steady >= 2:
+            part = Motion(fps=sim.fps, joint_names=sim.joint_names, joint_pos=sim.joint_pos[steady:b],
+                          root_pos=sim.root_pos[steady:b], root_quat=sim.root_quat[steady:b],
+                          foot_names=sim.foot_names, foot_offsets=sim.foot_offsets)
+            seen = classify_gait(robot, part, legs)
+            gait = {"gait": seen.gait, "confidence": float(seen.confidence)}
+        last = max(b - int(round(reference.fps)), a)
+        # every foot down in the last second: the simulated contact points within 1 cm of their height at the start
+        down = float((heights[last:b] - ground < FOOT_DOWN_M).all(-1).mean()) if heights.size and b > last else None
+        cls = segment_class(robot, reference, seg)
+        limit = float(link_err_limit_m) if link_err_limit_m is not None else limits.limit(cls)
+        err = float(per_frame[a:b].mean()) if b <= steps and a < steps else float("nan")
+        out.append({"segment": n + 1, "pattern": seg.get("pattern"), "start_s": seg["start_s"],
+                    "end_s": seg["end_s"], "motion_class": cls, "link_err_limit_m": limit, "link_pos_err_m": err,
+                    "passed": bool(err <= limit), "asked": seg.get("asked"), "command": seg.get("command"),
+                    "achieved": got, "gait_seen": gait, "last_second_feet_down": down})
+    return out
+
+
+__all__ = ["FLIGHT_FRACTION", "TrackingLimits", "Verdict", "body_length_m", "judge_segments", "judge_tracking",
+           "motion_class", "segment_class"]
