@@ -11,6 +11,10 @@ fail, nothing passes, or the sweep is interrupted (docs/formats.md, "summary.jso
 
 Backends: ``local`` (a process pool, one worker by default) and ``ray`` (one Ray task per job
 with CPU/GPU requests and retries on worker loss; ``--address`` joins an existing cluster).
+
+The motion library (`akd library`, :mod:`akd_core.library`) runs its clips through the same jobs and backends
+(:func:`execute_jobs`): a job may follow a command timeline (``Job.commands``) and keep a clip whose tracking failed
+its verdict as a finished run (``Job.keep_failed``), which the quality gates then leave out.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from akd_core.pipeline import PipelineConfig, run_pipeline
 log = logging.getLogger(__name__)
 
 SWEEP_KEYS = {"out", "robots", "package_paths", "prompts", "seeds", "source", "duration", "fps", "export",
-              "iterations", "device", "prior", "video_model", "feet", "cpus_per_job", "gpus_per_job", "quality"}
+              "iterations", "fast", "device", "prior", "video_model", "feet", "cpus_per_job", "gpus_per_job",
+              "quality"}
 SUMMARY_SCHEMA = 1
 
 
@@ -55,6 +60,7 @@ class Sweep:
     fps: float = 50.0
     export: list[str] = field(default_factory=lambda: ["hdf5", "lerobot"])
     iterations: int | None = None
+    fast: bool = False  # `akd track --fast` (the MPC preset of tracker.FAST_PRESET)
     device: str | None = None
     prior: str = "cogvideox"
     video_model: str | None = None
@@ -72,6 +78,8 @@ class Job:
     prompt: str
     seed: int
     sweep: dict[str, Any]
+    commands: str | None = None  # a command timeline file (`akd run --commands`), gait source only
+    keep_failed: bool = False  # a clip that fails its tracking verdict is a finished run (left to the quality gates)
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -150,13 +158,16 @@ def expand_jobs(sweep: Sweep) -> list[Job]:
 
 
 def job_done(job: Job) -> bool:
+    """Whether the job's pipeline finished: "done", or (``keep_failed``) "failed", i.e. ran to the end with a tracked
+    clip that failed its verdict. A run that crashed or was interrupted is not done and runs again (it resumes)."""
     manifest = Path(job.run_dir) / "manifest.json"
     if not manifest.exists():
         return False
     try:
-        return json.loads(manifest.read_text()).get("pipeline", {}).get("status") == "done"
+        status = json.loads(manifest.read_text()).get("pipeline", {}).get("status")
     except json.JSONDecodeError:
         return False
+    return status == "done" or (job.keep_failed and status == "failed")
 
 
 def _record(job: Job, **fields: Any) -> dict[str, Any]:
@@ -175,8 +186,9 @@ def run_job(job: Job) -> dict[str, Any]:
     cfg = PipelineConfig(robot=job.robot, prompt=job.prompt, out=Path(job.run_dir), source=s["source"],
                          duration=s["duration"], fps=s["fps"], seed=job.seed, feet=s.get("feet"),
                          package_paths=list(s.get("package_paths", [])), track_iterations=s.get("iterations"),
-                         device=s.get("device"), exports=(), prior=s.get("prior", "cogvideox"),
-                         video_model=s.get("video_model"),
+                         track_fast=bool(s.get("fast", False)), device=s.get("device"), exports=(),
+                         prior=s.get("prior", "cogvideox"), video_model=s.get("video_model"),
+                         commands=job.commands, keep_failed=job.keep_failed,
                          concurrent=False)  # the jobs already share the cores: one process each
     try:
         run_pipeline(cfg, echo=lambda _msg: None)
@@ -212,8 +224,8 @@ def _run_local(jobs: list[Job], max_parallel: int, bar: tqdm, results: list[dict
             raise
 
 
-def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm, sweep: Sweep,
-             results: list[dict[str, Any]]) -> None:
+def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm, results: list[dict[str, Any]],
+             cpus_per_job: float = 1.0, gpus_per_job: float = 0.0) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -223,10 +235,9 @@ def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm,
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=max(1, int(max_parallel * sweep.cpus_per_job)), log_to_driver=False,
+            ray.init(num_cpus=max(1, int(max_parallel * cpus_per_job)), log_to_driver=False,
                      include_dashboard=False)
-    gpus = sweep.gpus_per_job if sweep.gpus_per_job is not None else (1.0 if sweep.source == "sds" else 0.0)
-    remote = ray.remote(num_cpus=sweep.cpus_per_job, num_gpus=gpus, max_retries=2)(run_job)
+    remote = ray.remote(num_cpus=cpus_per_job, num_gpus=gpus_per_job, max_retries=2)(run_job)
     refs = {remote.remote(job): job for job in jobs}
     try:
         while refs:
@@ -246,6 +257,24 @@ def _run_ray(jobs: list[Job], address: str | None, max_parallel: int, bar: tqdm,
     finally:
         if started_here:
             ray.shutdown()
+
+
+def execute_jobs(jobs: list[Job], results: list[dict[str, Any]], backend: str = "local", address: str | None = None,
+                 max_parallel: int = 1, cpus_per_job: float = 1.0, gpus_per_job: float = 0.0,
+                 bar: tqdm | None = None) -> None:
+    """Run ``jobs`` on a backend ("local": a process pool of ``max_parallel`` workers; "ray": one task per job,
+    joining the cluster at ``address`` or starting a local one), appending one record per job to ``results`` as each
+    finishes (so a caller that catches KeyboardInterrupt keeps the records of the jobs that did) and advancing
+    ``bar``. A failing job is a record with its error, never an exception."""
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend must be local or ray, got {backend!r}")
+    if not jobs:
+        return
+    bar = bar if bar is not None else tqdm(total=len(jobs), disable=True)
+    if backend == "local":
+        _run_local(jobs, max(1, int(max_parallel)), bar, results)
+    else:
+        _run_ray(jobs, address, max(1, int(max_parallel)), bar, results, cpus_per_job, gpus_per_job)
 
 
 # ----------------------------------------------------------------------------- judging and aggregation
@@ -404,10 +433,8 @@ def run_batch(sweep_path: str | Path, backend: str = "local", address: str | Non
     results = [_record(j, status="skipped", seconds=0.0) for j in jobs if j.name not in pending]
     try:
         with tqdm(total=len(jobs), initial=len(results), desc="batch", unit="run", disable=not progress) as bar:
-            if todo and backend == "local":
-                _run_local(todo, max_parallel, bar, results)
-            elif todo:
-                _run_ray(todo, address, max_parallel, bar, sweep, results)
+            gpus = sweep.gpus_per_job if sweep.gpus_per_job is not None else (1.0 if sweep.source == "sds" else 0.0)
+            execute_jobs(todo, results, backend, address, max_parallel, sweep.cpus_per_job, gpus, bar)
     except KeyboardInterrupt:
         finished = {r["name"] for r in results}
         results += [_record(j, status="interrupted", error="the sweep was interrupted before this job finished")

@@ -70,7 +70,8 @@ def test_command_timelines_read_csv_and_yaml_and_name_the_bad_row(tmp_path, quad
     assert program.segments[2].command == pytest.approx([0.6, 0.1, 0.3])
     assert program.segments[3].stop
     yaml_file = tmp_path / "commands.yaml"
-    yaml_file.write_text("commands:\n  - {t: 0, vx: 0.3, vy: 0, yaw_rate: 0}\n  - {t: 2, vx: 0, vy: 0, yaw_rate: 0.5}\n")
+    yaml_file.write_text("commands:\n  - {t: 0, vx: 0.3, vy: 0, yaw_rate: 0}\n"
+                         "  - {t: 2, vx: 0, vy: 0, yaw_rate: 0.5}\n")
     assert [s.pattern for s in program_from_commands(yaml_file, quadruped).segments] == ["trot", "trot"]
 
     for text, words in [("t,vx,vy\n0,0,0\n", ["lacks ['yaw_rate']"]),

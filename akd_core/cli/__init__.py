@@ -46,6 +46,9 @@ COMMANDS: list[tuple[str, str, str, str, str]] = [
      "add_arguments", "run"),
     ("batch", "akd_core.cli.batch", "many runs from a sweep YAML, locally or on a Ray cluster",
      "add_arguments", "run"),
+    ("library", "akd_core.cli.library",
+     "a motion library covering the robot's velocity-command box: planned command timelines, tracked, curated, "
+     "one dataset with the command per frame, and a coverage report", "add_arguments", "run"),
     ("prior", "akd_core.cli.prior",
      "video priors: check a CogVideoX folder, write a tiny one, make training data, train", "add_arguments", "run"),
     ("train-policy", "akd_core.cli.train_policy",

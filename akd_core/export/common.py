@@ -3,7 +3,8 @@
 An episode is the clip a dataset stores: the tracked (simulated) states, PD targets and torques at the control
 rate when ``tracked.npz`` exists, else the kinematic reference (allowed for the motion-file formats only). Derived
 here, once, for every format: foot contact points in the world (FK of the exported states), foot contacts from
-their height above the ground plane z = 0, every link's world pose (AMP body poses) and velocities.
+their height above the ground plane z = 0, every link's world pose (AMP body poses) and velocities, and the velocity
+command the clip was made to follow (:func:`commanded_velocity`).
 
 Quaternions are xyzw; joint order is the robot's actuated-joint order (recorded by name).
 """
@@ -72,6 +73,9 @@ class Episode:
     body_ang_vel: np.ndarray  # (T, B, 3) world frame
     manifest: dict[str, Any]
     reference: Motion | None = None  # the kinematic reference the clip tracks (reference.npz, its own fps)
+    # (T, 3) the commanded (vx, vy, yaw rate) per sample, m/s, m/s, rad/s in the heading frame (commanded_velocity);
+    # None for a clip that followed no velocity command (distilled by SDS)
+    command: np.ndarray | None = None
 
     @property
     def num_samples(self) -> int:
@@ -200,6 +204,7 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
     parts = _part_heights(robot, foot_names, motion.contact_points() if motion.foot_names else
                           foot_offsets[:, None], body["pos"], body["rot"])
     prompt = str(manifest.get("prompt") or motion.prompt or "")
+    command = commanded_velocity(manifest, np.arange(arrays["joint_pos"].shape[0]) * float(dt))
     return Episode(
         run_dir=run.path, robot=robot, source=source, prompt=prompt, seed=_seed(manifest), success=bool(success),
         dt=float(dt), joint_names=list(robot.joint_names), joint_torques=arrays.pop("joint_torques"),
@@ -211,7 +216,55 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         foot_part_contacts=parts < CONTACT_HEIGHT_M,
         body_names=list(robot.link_names), body_pos=body["pos"].astype(np.float32),
         body_quat=body["quat"].astype(np.float32), body_lin_vel=body["lin_vel"].astype(np.float32),
-        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest, reference=motion)
+        body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest, reference=motion,
+        command=None if command is None else command.astype(np.float32))
+
+
+COMMAND_NAMES = ("vx", "vy", "yaw_rate")  # the columns of an episode's command
+
+
+def _smoothstep(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3 - 2 * x)
+
+
+def commanded_velocity(manifest: dict[str, Any], times: np.ndarray) -> np.ndarray | None:
+    """The velocity command (vx, vy, yaw rate) a gait-library clip follows, at ``times`` (T,) s -> (T, 3) float64:
+    m/s, m/s, rad/s in the heading frame (x along the body's heading, z up). None when the run's gait stage records
+    none (a clip distilled by SDS).
+
+    A motion program (``stages.gait.config.segments``, :mod:`akd_core.motion.program`) holds each segment's played
+    command (after any lowering by the gait library: what the reference does, not what was asked) and ramps into it
+    from the value reached by a smoothstep over the segment's ``ramp_s``, as the program's body path does; the body
+    rests before t = 0. A single gait (``config.spec``) ramps from rest to its speed along its direction and its turn
+    rate by a smoothstep over ``ramp_time``, as :func:`akd_core.motion.gait.body_path` does. The reference's root
+    velocity is not used: a balanced biped's body sways about the commanded path, and a bounding gait's pitches."""
+    config = (((manifest.get("stages") or {}).get("gait") or {}).get("config")) or {}
+    times = np.asarray(times, dtype=np.float64)
+    segments = config.get("segments")
+    if segments:
+        out = np.zeros((len(times), 3))
+        value = np.zeros(3)
+        for n, seg in enumerate(segments):
+            played = seg.get("command") or {}
+            target = np.array([played.get("vx_mps", 0.0), played.get("vy_mps", 0.0),
+                               played.get("yaw_rate_radps", 0.0)], dtype=np.float64)
+            start, ramp = float(seg["start_s"]), max(float(seg.get("ramp_s") or 0.0), 1e-9)
+            lo = start if n else -np.inf
+            hi = float(segments[n + 1]["start_s"]) if n + 1 < len(segments) else np.inf
+            span = (times >= lo) & (times < hi)
+            out[span] = value + (target - value) * _smoothstep((times[span] - start) / ramp)[:, None]
+            if n + 1 < len(segments):
+                value = value + (target - value) * float(_smoothstep(np.array((hi - start) / ramp)))
+        return out
+    spec = config.get("spec")
+    if not isinstance(spec, dict) or "speed" not in spec:
+        return None
+    speed, direction = float(spec.get("speed") or 0.0), float(spec.get("direction") or 0.0)
+    ramp_time = float(spec.get("ramp_time") or 0.0)
+    ramp = _smoothstep(times / ramp_time) if ramp_time > 0 else (times >= 0).astype(np.float64)
+    steady = np.array([speed * np.cos(direction), speed * np.sin(direction), float(spec.get("turn_rate") or 0.0)])
+    return ramp[:, None] * steady[None, :]
 
 
 def _feet(robot: Robot, motion: Motion) -> tuple[list[str], np.ndarray]:

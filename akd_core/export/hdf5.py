@@ -17,6 +17,9 @@ Layout (docs/formats.md has the full table)::
       obs/foot_contact_parts (T, K*P) uint8, clips whose feet have parts (a sole's heel and toe lines): 1 = that
                            part within 1.5 cm of the ground; columns foot-major, named by the demo attr
                            ``foot_contact_parts`` (JSON, "<foot>/<part>")
+      obs/command          (T, 3) the velocity command the clip follows: vx, vy (m/s), yaw rate (rad/s) in the heading
+                           frame, ramped as the reference was (gait-library clips; absent for SDS clips); demo attr
+                           ``command_names`` (JSON ["vx", "vy", "yaw_rate"])
       joint_torques        (T, J) N m
       states               (T, 13 + 2J) root pos(3), root quat xyzw(4), joint pos(J), root lin vel(3),
                            root ang vel(3), joint vel(J)
@@ -42,7 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from akd_core.export.common import Episode, has_parts, part_names, require_tracked, stack_checked
+from akd_core.export.common import (
+    COMMAND_NAMES,
+    Episode,
+    has_parts,
+    part_names,
+    require_tracked,
+    stack_checked,
+)
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -197,6 +207,9 @@ def _write_demo(group, episode: Episode) -> None:
         group.attrs["foot_contact_parts"] = json.dumps(part_names(episode))
         _dataset(group, "obs/foot_contact_parts",
                  episode.foot_part_contacts.reshape(episode.num_samples, -1).astype(np.uint8))
+    if episode.command is not None:  # what a velocity-command policy is conditioned on
+        group.attrs["command_names"] = json.dumps(list(COMMAND_NAMES))
+        _dataset(group, "obs/command", episode.command.astype(f32))
     _dataset(group, "joint_torques", episode.joint_torques.astype(f32))
     _dataset(group, "states", flat_states(episode))
     init = group.create_group("initial_state/articulation/robot")

@@ -15,11 +15,14 @@ Layout (mirrors lerobot's ``datasets/utils.py`` constants and ``LeRobotDatasetMe
 Frame features: ``observation.state`` (2J + 13: joint positions, joint velocities, root position, root quaternion
 xyzw, root linear and angular velocity in the world frame; every entry named), ``action`` (J PD targets),
 ``observation.effort`` (J torques), ``observation.foot_contacts`` (K, 0/1), for feet with contact parts
-``observation.foot_contact_parts`` (K*P, 0/1: heel and toe lines, named ``<foot>/<part>``), and lerobot's automatic
-``timestamp`` (= frame_index / fps), ``frame_index``, ``episode_index``, ``index``, ``task_index``.
+``observation.foot_contact_parts`` (K*P, 0/1: heel and toe lines, named ``<foot>/<part>``), for datasets whose every
+episode follows a velocity command ``observation.command`` (3: vx, vy m/s and yaw rate rad/s in the heading frame), and
+lerobot's automatic ``timestamp`` (= frame_index / fps), ``frame_index``, ``episode_index``, ``index``, ``task_index``.
 
 Appending reads the dataset, adds the new episodes (episode and frame indices continue, prompts seen before keep
-their task index), and rewrites every file into a temporary folder renamed into place.
+their task index), and rewrites every file into a temporary folder renamed into place. A dataset has one set of
+features: ``observation.command`` is written when every episode has a command and the dataset being appended to (if
+any) has the feature too.
 """
 
 from __future__ import annotations
@@ -32,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from akd_core.export.common import Episode, has_parts, part_names, require_tracked, stack_checked
+from akd_core.export.common import (
+    COMMAND_NAMES,
+    Episode,
+    has_parts,
+    part_names,
+    require_tracked,
+    stack_checked,
+)
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -70,8 +80,9 @@ def state_names(episode: Episode) -> list[str]:
             + [f"root.lin_vel.{a}" for a in "xyz"] + [f"root.ang_vel.{a}" for a in "xyz"])
 
 
-def episode_features(episode: Episode) -> dict[str, dict[str, Any]]:
-    """lerobot ``features`` of this episode's frames (incl. the automatic ones)."""
+def episode_features(episode: Episode, command: bool | None = None) -> dict[str, dict[str, Any]]:
+    """lerobot ``features`` of this episode's frames (incl. the automatic ones). ``command``: whether to include
+    ``observation.command`` (default: when the episode has a command)."""
     j, k = len(episode.joint_names), len(episode.foot_names)
     features = {
         "observation.state": {"dtype": "float32", "shape": [2 * j + 13], "names": state_names(episode)},
@@ -83,6 +94,9 @@ def episode_features(episode: Episode) -> dict[str, dict[str, Any]]:
     if has_parts(episode):  # which part of each foot is down (heel, toe)
         names = part_names(episode)
         features["observation.foot_contact_parts"] = {"dtype": "float32", "shape": [len(names)], "names": names}
+    if (episode.command is not None) if command is None else command:
+        features["observation.command"] = {"dtype": "float32", "shape": [len(COMMAND_NAMES)],
+                                           "names": list(COMMAND_NAMES)}
     return {**features, **json.loads(json.dumps(DEFAULT_FEATURES))}
 
 
@@ -97,6 +111,8 @@ def _frame_values(episode: Episode) -> dict[str, np.ndarray]:
     if has_parts(episode):
         values["observation.foot_contact_parts"] = episode.foot_part_contacts.reshape(
             episode.num_samples, -1).astype(np.float32)
+    if episode.command is not None:
+        values["observation.command"] = episode.command.astype(np.float32)
     return values
 
 
@@ -111,13 +127,16 @@ def write_lerobot(episodes: list[Episode], root: str | Path, append: bool = True
     for episode in episodes:
         require_tracked(episode, "lerobot")
     stack_checked(episodes, "lerobot")
-    features = episode_features(episodes[0])
+    existing = append and (root / INFO_PATH).exists()
+    info = json.loads((root / INFO_PATH).read_text()) if existing else None
+    # one set of features per dataset: the command only when every episode (and the dataset appended to) has it
+    command = all(e.command is not None for e in episodes) and \
+        (info is None or "observation.command" in info.get("features", {}))
+    features = episode_features(episodes[0], command)
     fps = episodes[0].fps
     for episode in episodes[1:]:
-        _check_features(features, episode_features(episode), root, str(episode.run_dir))
-    existing = append and (root / INFO_PATH).exists()
+        _check_features(features, episode_features(episode, command), root, str(episode.run_dir))
     if existing:
-        info = json.loads((root / INFO_PATH).read_text())
         _check_features(info["features"], features, root, str(episodes[0].run_dir))
         if abs(float(info["fps"]) - fps) > 1e-6 * fps:
             raise MotionError(f"{root} holds episodes at {info['fps']} fps, the new ones are at {fps} fps; "
@@ -126,7 +145,6 @@ def write_lerobot(episodes: list[Episode], root: str | Path, append: bool = True
         tasks, tables, first_episode = old["tasks"], [old["data"]], int(info["total_episodes"])
         first_index = int(info["total_frames"])
     else:
-        info = None
         tasks, tables, first_episode, first_index = [], [], 0, 0
     for offset, episode in enumerate(episodes):
         if episode.prompt not in tasks:
@@ -163,6 +181,8 @@ def _episode_table(episode: Episode, features: dict, episode_index: int, first_i
     frame_index = np.arange(n, dtype=np.int64)
     columns: dict[str, Any] = {}
     for key, values in _frame_values(episode).items():
+        if key not in features:  # a command the dataset does not hold (write_lerobot)
+            continue
         width = int(features[key]["shape"][0])
         columns[key] = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), type=pa.float32()), width)
     columns["timestamp"] = pa.array((frame_index / episode.fps).astype(np.float32))

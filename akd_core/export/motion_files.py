@@ -329,6 +329,9 @@ def _tracking_npz(episode: Episode, path: str | Path, target: TargetModel, veloc
     kin = target_kinematics(episode, target)
     lin_vel = kin.body_com_lin_vel if velocity == "com" else kin.body_lin_vel
     _finite(episode, fmt, body_pos_w=kin.body_pos, body_lin_vel_w=lin_vel, joint_vel=kin.joint_vel)
+    # the velocity command the clip follows (vx, vy, yaw rate; heading frame), for command-conditioned trainers: an
+    # extra key the trainers' loaders do not read
+    extra = {} if episode.command is None else {"command": episode.command.astype(np.float32)}
     return save_npz_atomic(
         path,
         fps=np.array([episode.fps], dtype=np.float64),  # a 1-element array, as both projects' csv_to_npz write it
@@ -340,6 +343,7 @@ def _tracking_npz(episode: Episode, path: str | Path, target: TargetModel, veloc
         body_ang_vel_w=kin.body_ang_vel.astype(np.float32),
         body_names=np.array(target.body_names, dtype=str),
         joint_names=np.array(target.joint_names, dtype=str),
+        **extra,
     )
 
 
