@@ -58,15 +58,18 @@ class PipelineConfig:
     link_err_limit_m: float | None = None  # `akd track --link-err-limit` (None: the clip's motion-class limit)
     keep_failed: bool = False  # export a clip that failed its verdict (marked success=False) and return normally
     commands: str | None = None  # a command timeline file (akd_core.motion.program), source gait only
+    terrain: str | None = None  # --terrain SPEC|FILE (akd_core.model.terrain), source gait only
 
 
 def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
     if cfg.source == "gait":
 
         return stage_gait(run, robot_spec=cfg.robot, prompt=cfg.prompt, duration=cfg.duration, fps=cfg.fps,
-                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths, commands=cfg.commands)
-    if cfg.commands:
-        raise ConfigError("--commands makes a motion program from the gait library; use it with --source gait")
+                          seed=cfg.seed, feet=cfg.feet, package_paths=cfg.package_paths, commands=cfg.commands,
+                          terrain=cfg.terrain)
+    if cfg.commands or cfg.terrain:
+        raise ConfigError("--commands and --terrain make their clip from the gait library; use them with --source "
+                          "gait")
 
     return stage_distill(run, robot_spec=cfg.robot, prompt=cfg.prompt, prior=cfg.prior, video_model=cfg.video_model,
                          iterations=cfg.distill_iterations, init=cfg.distill_init, duration=cfg.duration,

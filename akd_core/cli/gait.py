@@ -24,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=None,
                         help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
                              "segments)")
+    parser.add_argument("--terrain", default=None, metavar="SPEC|FILE",
+                        help="the ground: slope:DEG, stairs:RISE,RUN[,up|down], steps:HEIGHT,LENGTH, "
+                             "rough:AMPLITUDE[,WAVELENGTH], heightmap:FILE[,CELL[,SCALE]], an MJCF scene .xml or a "
+                             "terrain.npz (default: terrain words in the prompt, else the robot's scene, else flat; "
+                             "docs/terrain.md)")
     parser.add_argument("--commands", default=None, metavar="FILE",
                         help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
                              "the heading frame) or YAML with those fields: each row holds until the next "
@@ -42,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     feet = [f.strip() for f in args.feet.split(",") if f.strip()] if args.feet else None
     metrics = stage_gait(run, args.robot, motion_prompt(args),
                          duration=args.duration, fps=args.fps, seed=args.seed, feet=feet,
-                         package_paths=args.package_path, commands=args.commands)
+                         package_paths=args.package_path, commands=args.commands, terrain=args.terrain)
     if not args.no_preview:
         robot = load_run_robot(run)
         render_preview(robot, [Motion.load(run.file(REFERENCE), robot)], ["reference"], run.file(PREVIEW))

@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=None,
                         help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
                              "segments)")
+    parser.add_argument("--terrain", default=None, metavar="SPEC|FILE",
+                        help="the ground: slope:DEG, stairs:RISE,RUN[,up|down], steps:HEIGHT,LENGTH, "
+                             "rough:AMPLITUDE[,WAVELENGTH], heightmap:FILE[,CELL[,SCALE]], an MJCF scene .xml or a "
+                             "terrain.npz (default: terrain words in the prompt, else the robot's scene, else flat; "
+                             "docs/terrain.md)")
     parser.add_argument("--commands", default=None, metavar="FILE",
                         help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
                              "the heading frame) or YAML with those fields: each row holds until the next "
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         exports = tuple(x.strip() for x in args.export.split(",") if x.strip())
     cfg = PipelineConfig(
-        robot=args.robot, prompt=motion_prompt(args), commands=args.commands, out=args.out,
+        robot=args.robot, prompt=motion_prompt(args), commands=args.commands, terrain=args.terrain, out=args.out,
         source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
         track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,

@@ -28,6 +28,7 @@ ROBOT_MJCF = "robot.xml"  # MJCF robots only: the model MuJoCo tracks on (akd_co
 MANIFEST = "manifest.json"
 CROSSCHECK = "crosscheck.json"
 PREVIEW = "preview.mp4"
+TERRAIN = "terrain.npz"  # the ground a run was made on (akd_core.model.terrain; absent: flat z = 0)
 
 _VERSIONED = ("akd", "torch", "warp-lang", "newton", "mujoco", "numpy", "yourdfpy", "diffusers", "gsplat")
 

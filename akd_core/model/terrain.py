@@ -1226,3 +1226,42 @@ def _terrain_of_model(model, *, spec: str, source: str) -> Terrain:
 __all__ = ["Terrain", "TerrainPlane", "TerrainBox", "HeightGrid", "MjcfFragment", "parse_terrain_spec",
            "terrain_from_prompt", "resolve_terrain", "DEFAULT_START_X", "DEFAULT_LENGTH", "DEFAULT_WIDTH", "BACK",
            "DEFAULT_ROUGH_WAVELENGTH", "DEFAULT_HEIGHTMAP_CELL", "NPZ_CELL", "EDGE_MIN_JUMP"]
+
+
+# ----------------------------------------------------------------------------- run directories
+TERRAIN_MARGIN = 1.0  # m around the clip's root path that a run's terrain.npz covers
+
+
+def save_run_terrain(run, terrain: Terrain, root_xy: np.ndarray, notes: Sequence[str] = ()) -> None:
+    """Record ``terrain`` in a run directory (``run``: :class:`akd_core.io.rundir.RunDir`): manifest ``terrain``
+    (kind, spec, notes) and, unless flat, RUN/terrain.npz sampled over the clip's root path ``root_xy`` (F,2) plus
+    TERRAIN_MARGIN m (docs/terrain.md)."""
+    from akd_core.io.rundir import TERRAIN
+
+    path = run.file(TERRAIN)
+    if terrain.is_flat:
+        path.unlink(missing_ok=True)
+    else:
+        lo, hi = root_xy.min(axis=0) - TERRAIN_MARGIN, root_xy.max(axis=0) + TERRAIN_MARGIN
+        terrain.to_npz(path, (float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1])))
+    run.update_manifest(terrain={"kind": terrain.kind, "spec": terrain.spec, "notes": list(notes)})
+
+
+def run_terrain(run) -> Terrain:
+    """The terrain a run was made on: its manifest's spec re-parsed where it is procedural (exact edges), else
+    RUN/terrain.npz, else flat ground."""
+    from akd_core.io.rundir import TERRAIN
+
+    info = run.manifest().get("terrain") or {}
+    spec, kind = str(info.get("spec") or ""), str(info.get("kind") or "flat")
+    if kind == "flat" or not spec or spec == "flat":
+        return Terrain.flat() if not run.file(TERRAIN).exists() else Terrain.from_npz(run.file(TERRAIN))
+    if kind in ("slope", "stairs", "steps", "rough"):
+        try:
+            return parse_terrain_spec(spec, source=f"{run.path}/manifest.json terrain.spec")
+        except ConfigError:
+            pass
+    if run.file(TERRAIN).exists():
+        return Terrain.from_npz(run.file(TERRAIN))
+    raise ConfigError(f"{run.path}: manifest.json names terrain {spec!r} but {TERRAIN} is missing; run `akd gait` "
+                      "again with --terrain")

@@ -53,10 +53,11 @@ from akd_core.io.errors import ConfigError, MotionError
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.legs import Leg, contact_point, find_legs
 from akd_core.model.robot import Robot
-from akd_core.model.spatial import quat_multiply, quat_yaw, rotvec_quat, yaw_matrix, yaw_quat
+from akd_core.model.spatial import quat_multiply, quat_yaw, rotvec_quat, yaw_matrix
 from akd_core.motion.centroidal import body_correction
 from akd_core.motion.clip import Motion
 from akd_core.motion.feasibility import centroidal_wrench, effort_ratios, feasibility_summary, joint_torques
+from akd_core.motion.footholds import body_quat, fit_to_terrain, tilt_to
 from akd_core.motion.humanoid import (
     EFFORT_RATIO,
     HumanoidBody,
@@ -575,18 +576,23 @@ def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: floa
 
 def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
                          legs: Sequence[Leg] | None = None, prompt: str = "", slow_down: bool = True,
-                         max_velocity_ratio: float = 1.0, stance: Stance | None = None) -> GaitResult:
+                         max_velocity_ratio: float = 1.0, stance: Stance | None = None,
+                         terrain: Any = None) -> GaitResult:
     """:func:`generate_gait` returning the resolved spec and IK/velocity figures too.
 
     ``max_velocity_ratio`` caps joint speed as a fraction of the URDF velocity limits (below 1 leaves headroom for
     the PD targets of physics tracking, which must lead the reference and are themselves rate-limited). ``stance``:
-    the robot's :func:`stance_pose` for these legs when the caller has it (used when the spec sets no body height)."""
+    the robot's :func:`stance_pose` for these legs when the caller has it (used when the spec sets no body height).
+    ``terrain``: an :class:`akd_core.model.terrain.Terrain` to walk on (:func:`on_terrain`); a robot with human-like
+    legs walks on one with the balanced ZMP walk (the human-like walk plans flat ground only)."""
     if not np.isfinite(duration) or duration <= 0:
         raise ConfigError(f"duration must be a positive number of seconds, got {duration}")
     if not np.isfinite(fps) or fps <= 0:
         raise ConfigError(f"fps must be a positive number, got {fps}")
     legs = list(find_legs(robot) if legs is None else legs)
-    if HUMAN_WALK and ZMP_BALANCE and pattern_key(spec.pattern, len(legs)) == "biped_walk" and spec.body_height is None:
+    flat = terrain is None or terrain.is_flat
+    if HUMAN_WALK and ZMP_BALANCE and pattern_key(spec.pattern, len(legs)) == "biped_walk" and \
+            spec.body_height is None and flat:
         body = humanoid_body(robot, legs)
         if body is not None:
             return _human_walk(robot, spec, legs, body, duration, fps, prompt, slow_down, max_velocity_ratio)
@@ -602,7 +608,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
         base_frequency = base_frequency or resolved.frequency
-        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt)
+        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt, terrain)
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
@@ -762,12 +768,33 @@ def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
 
 
 def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
-           prompt: str) -> tuple[Motion, float]:
+           prompt: str, terrain: Any = None) -> tuple[Motion, float]:
     frames = int(round(duration * fps)) + 1
     times = np.arange(frames) / fps
-    plan = (lambda t: foot_targets(spec, stance, t)) if _balanced(spec, stance) else None
-    return solve_clip(robot, stance, times, foot_targets(spec, stance, times), fps, prompt, balance=plan,
-                      carry=_carried(spec, stance))
+
+    def plan(t: np.ndarray) -> dict[str, np.ndarray]:
+        return on_terrain(lambda u: foot_targets(spec, stance, u), t, terrain, stance)
+
+    return solve_clip(robot, stance, times, plan(times), fps, prompt,
+                      balance=plan if _balanced(spec, stance) else None, carry=_carried(spec, stance))
+
+
+TERRAIN_PAD_S = 1.0  # s of plan before and after the clip when it is placed on a terrain (whole steps at its ends)
+
+
+def on_terrain(plan: Any, times: np.ndarray, terrain: Any, stance: Stance) -> dict[str, np.ndarray]:
+    """The flat-ground plan ``plan(times)`` (a function of times -> :func:`foot_targets`' layout) placed on
+    ``terrain`` (:func:`akd_core.motion.footholds.fit_to_terrain`), planned TERRAIN_PAD_S beyond both ends so that
+    the steps cut by the clip's ends are placed whole; the plan itself on flat ground or without a terrain."""
+    times = np.asarray(times, dtype=np.float64)
+    if terrain is None or terrain.is_flat:
+        return plan(times)
+    dt = float(np.min(np.diff(times))) if len(times) > 1 else 0.02
+    pad = int(math.ceil(TERRAIN_PAD_S / dt))
+    padded = np.r_[times[0] - dt * np.arange(pad, 0, -1), times, times[-1] + dt * np.arange(1, pad + 1)]
+    fitted = fit_to_terrain(plan(padded), padded, terrain, stance.legs, stance.feet_body, stance.leg_length,
+                            pitch_body=len(stance.legs) > 2)
+    return {key: value[pad:pad + len(times)] for key, value in fitted.items()}
 
 
 def solve_clip(robot: Robot, stance: Stance, times: np.ndarray, traj: dict[str, np.ndarray], fps: float,
@@ -778,8 +805,10 @@ def solve_clip(robot: Robot, stance: Stance, times: np.ndarray, traj: dict[str, 
     (gaits with flight phases, :func:`_carry_body`). Returns the Motion and its largest IK error (m)."""
     frames = len(times)
     traj = dict(traj)
-    root_quat = yaw_quat(traj["yaw"])
+    root_quat = body_quat(traj["yaw"], traj.get("pitch"))  # pitched with the ground on a terrain
     target_rot = yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]  # (F, K, 3, 3)
+    if "foot_normal" in traj:  # on a terrain: soles laid on the surface under them
+        target_rot = tilt_to(traj["foot_normal"]) @ target_rot
     ik = LegIK(robot, stance.legs)
     offsets = np.array([leg.foot_offset for leg in stance.legs])
     q_init = np.tile(stance.joint_pos, (frames, 1))

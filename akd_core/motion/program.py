@@ -56,6 +56,7 @@ from akd_core.motion.gait import (
     _check_spec,
     froude_speed,
     generate_gait_result,
+    on_terrain,
     pattern_key,
     solve_clip,
     stance_pose,
@@ -482,7 +483,8 @@ def _smoothstep(x: np.ndarray) -> np.ndarray:
 
 def resolve_segments(robot: Robot, program: MotionProgram, legs: Sequence[Leg], stance: Stance, fps: float,
                      max_velocity_ratio: float, duration: float | None = None,
-                     accel: float = ACCEL_MAX, cache: dict | None = None) -> list[ResolvedSegment]:
+                     accel: float = ACCEL_MAX, cache: dict | None = None,
+                     terrain: Any = None) -> list[ResolvedSegment]:
     """Each moving segment resolved by the gait library on a steady clip (cached per command in ``cache``), stands
     given their neighbours' gait, and every segment its start and end (module docstring for the default lengths)."""
     cache = {} if cache is None else cache
@@ -496,7 +498,7 @@ def resolve_segments(robot: Robot, program: MotionProgram, legs: Sequence[Leg], 
             spec = GaitSpec(pattern=segment.pattern, speed=segment.speed, direction=segment.direction,
                             turn_rate=segment.turn_rate, notes=[])
             cache[key] = generate_gait_result(robot, spec, RESOLVE_S, fps, legs, slow_down=True,
-                                              max_velocity_ratio=max_velocity_ratio, stance=stance)
+                                              max_velocity_ratio=max_velocity_ratio, stance=stance, terrain=terrain)
         result = cache[key]
         spec = result.spec
         played = Segment(kind="move", pattern=segment.pattern, speed=spec.speed, direction=segment.direction,
@@ -712,8 +714,9 @@ def _clean_runs(down: np.ndarray, duty: np.ndarray, freq: np.ndarray) -> np.ndar
 
 def generate_program(robot: Robot, program: MotionProgram, fps: float = 50.0, legs: Sequence[Leg] | None = None,
                      prompt: str = "", max_velocity_ratio: float = 1.0,
-                     duration: float | None = None) -> ProgramResult:
-    """One reference clip of ``program`` (module docstring)."""
+                     duration: float | None = None, terrain: Any = None) -> ProgramResult:
+    """One reference clip of ``program`` (module docstring), on ``terrain`` (an
+    :class:`akd_core.model.terrain.Terrain`; None: flat ground)."""
     from akd_core.motion.feasibility import effort_ratios, joint_torques
 
     if not np.isfinite(fps) or fps <= 0:
@@ -727,7 +730,8 @@ def generate_program(robot: Robot, program: MotionProgram, fps: float = 50.0, le
     from akd_core.motion.gait import HUMAN_WALK, ZMP_BALANCE
     from akd_core.motion.humanoid import humanoid_body
 
-    body = humanoid_body(robot, legs) if (HUMAN_WALK and ZMP_BALANCE and len(legs) == 2) else None
+    flat = terrain is None or terrain.is_flat
+    body = humanoid_body(robot, legs) if (HUMAN_WALK and ZMP_BALANCE and len(legs) == 2 and flat) else None
     if body is not None:
         return _human_program(robot, program, legs, body, fps, prompt, max_velocity_ratio, duration)
     stance = stance_pose(robot, legs)
@@ -746,14 +750,19 @@ def generate_program(robot: Robot, program: MotionProgram, fps: float = 50.0, le
 
     cache: dict[tuple, Any] = {}
     for attempt in range(3):
-        segments = resolve_segments(robot, program, legs, stance, fps, max_velocity_ratio, duration, accel, cache)
+        segments = resolve_segments(robot, program, legs, stance, fps, max_velocity_ratio, duration, accel, cache,
+                                    terrain)
         schedule = Schedule(segments, stance, accel)
         end = segments[-1].end
         times = np.arange(int(round(end * fps)) + 1) / fps
         walks = [s for s in segments if s.segment.kind == "move"]
-        balance = schedule.targets if (walks and _balanced(walks[0].spec, stance)) else None
+
+        def plan(t: np.ndarray, schedule: Schedule = schedule) -> dict[str, np.ndarray]:
+            return on_terrain(schedule.targets, t, terrain, stance)
+
+        balance = plan if (walks and _balanced(walks[0].spec, stance)) else None
         carry = CARRY_FLIGHT and flight and len(legs) >= 3
-        motion, error = solve_clip(robot, stance, times, schedule.targets(times), fps, prompt or "", balance=balance,
+        motion, error = solve_clip(robot, stance, times, plan(times), fps, prompt or "", balance=balance,
                                    carry=carry)
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)

@@ -18,8 +18,9 @@ from akd_core.io.errors import ConfigError
 from akd_core.io.rundir import REFERENCE, RunDir
 from akd_core.model.legs import find_legs
 from akd_core.model.load import load_robot, write_run_robot
+from akd_core.model.terrain import Terrain, resolve_terrain, save_run_terrain, terrain_from_prompt
 from akd_core.motion.feasibility import feasibility_summary
-from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
+from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result, stance_pose
 from akd_core.motion.metrics import motion_metrics
 from akd_core.motion.program import (
     generate_program,
@@ -36,12 +37,14 @@ log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- stage + CLI
 DEFAULT_DURATION = 4.0  # s, a single gait's clip when no duration is asked
+TERRAIN_GAP = 0.2  # m between the front feet and where a procedural terrain feature begins (docs/terrain.md: <= 0.5)
 
 
 def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None = None, fps: float = 50.0,
                seed: int = 0, feet: Sequence[str] | None = None, package_paths: Sequence[str] = (),
                spec_overrides: dict[str, Any] | None = None,
-               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO, commands: str | None = None) -> dict[str, Any]:
+               max_velocity_ratio: float = TRACKING_VELOCITY_RATIO, commands: str | None = None,
+               terrain: str | None = None) -> dict[str, Any]:
     """`akd gait`: robot + prompt -> RUN/robot.urdf (+ RUN/robot.xml for an MJCF robot), RUN/reference.npz,
     manifest stage "gait".
 
@@ -55,18 +58,25 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     makes a motion program (:mod:`akd_core.motion.program`): its clip lasts the sum of its segments unless
     ``duration`` is given, and the stage config records each segment as played ("segments"). A single gait lasts
     ``duration`` or DEFAULT_DURATION s.
+
+    ``terrain``: a ``--terrain`` spec or scene file (:func:`akd_core.model.terrain.resolve_terrain`: it wins over
+    terrain words in the prompt and over the robot's own MJCF scene). The terrain is recorded in the manifest and,
+    unless flat, in RUN/terrain.npz; every later stage reads it from there.
     """
 
     if not commands and (not prompt or not str(prompt).strip()):
         raise ConfigError("--prompt is empty; describe the motion, e.g. --prompt 'a dog trotting forward'")
     robot = load_robot(robot_spec, package_paths)
     legs = find_legs(robot, list(feet) if feet else None)
+    ground, ground_notes = _terrain(robot, legs, robot_spec, prompt or "", terrain)
+    for note in ground_notes:
+        log.info(note)
     if commands or is_program_prompt(prompt):
         if spec_overrides:
             raise ConfigError("gait spec overrides apply to a single gait; a program's segments come from its prompt "
                               "or command file")
         return _stage_program(run, robot, legs, robot_spec, prompt or "", duration, fps, seed, commands,
-                              max_velocity_ratio)
+                              max_velocity_ratio, ground, ground_notes)
     duration = DEFAULT_DURATION if duration is None else duration
     spec, notes = spec_from_prompt(prompt, robot, legs)
     if spec_overrides:
@@ -80,9 +90,11 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
               "feet": [leg.foot_link for leg in legs], "spec": spec.to_dict()}
     with run.running_stage("gait", config) as metrics:
         result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt,
-                                      max_velocity_ratio=max_velocity_ratio)
+                                      max_velocity_ratio=max_velocity_ratio, terrain=ground)
         write_run_robot(run, robot)  # robot.urdf, and robot.xml for an MJCF robot
         motion = result.motion
+        save_run_terrain(run, ground, motion.root_pos[:, :2], ground_notes)
+        config["terrain"] = ground.spec
         motion.save(run.file(REFERENCE))
         config["spec"] = result.spec.to_dict()
         config["notes"] = notes + [n for n in result.spec.notes if n not in notes]
@@ -102,9 +114,20 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     return metrics
 
 
+def _terrain(robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str, spec: str | None) -> tuple[Any, list[str]]:
+    """The run's terrain and notes (:func:`akd_core.model.terrain.resolve_terrain`); a procedural feature begins
+    TERRAIN_GAP m ahead of the robot's front feet in its stance."""
+    asked = bool(spec and str(spec).strip()) or terrain_from_prompt(prompt)[0] is not None or \
+        str(robot_spec).lower().endswith(".xml")
+    if not asked:
+        return Terrain.flat(), []
+    front = float(stance_pose(robot, legs).feet_body[:, 0].max()) if asked else 0.0
+    return resolve_terrain(spec, prompt, robot_path=robot_spec, start_x=max(front, 0.0) + TERRAIN_GAP)
+
+
 def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str,
                    duration: float | None, fps: float, seed: int, commands: str | None,
-                   max_velocity_ratio: float) -> dict[str, Any]:
+                   max_velocity_ratio: float, ground: Any = None, ground_notes: Sequence[str] = ()) -> dict[str, Any]:
     """The gait stage of a motion program (prompt or command timeline): see :func:`stage_gait`."""
     program = (program_from_commands(commands, robot, legs, prompt) if commands
                else program_from_prompt(prompt, robot, legs))
@@ -117,9 +140,12 @@ def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str
               "feet": [leg.foot_link for leg in legs], "program": program.to_dict()}
     with run.running_stage("gait", config) as metrics:
         result = generate_program(robot, program, fps, legs, prompt=prompt, max_velocity_ratio=max_velocity_ratio,
-                                  duration=duration)
+                                  duration=duration, terrain=ground)
         write_run_robot(run, robot)
         motion = result.motion
+        if ground is not None:
+            save_run_terrain(run, ground, motion.root_pos[:, :2], ground_notes)
+            config["terrain"] = ground.spec
         motion.save(run.file(REFERENCE))
         segments = [item.to_dict() for item in result.segments]
         for row, figures in zip(segments, segment_figures(motion, segments)):
