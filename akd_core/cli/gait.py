@@ -7,6 +7,7 @@ import argparse
 from akd_core.cli.options import add_robot_options, motion_prompt
 from akd_core.io.rundir import PREVIEW, REFERENCE, RunDir
 from akd_core.model.load import load_run_robot
+from akd_core.model.terrain import run_terrain
 from akd_core.motion.clip import Motion
 from akd_core.motion.feasibility import describe
 from akd_core.motion.stage import stage_gait
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                          package_paths=args.package_path, commands=args.commands, terrain=args.terrain)
     if not args.no_preview:
         robot = load_run_robot(run)
-        render_preview(robot, [Motion.load(run.file(REFERENCE), robot)], ["reference"], run.file(PREVIEW))
+        render_preview(robot, [Motion.load(run.file(REFERENCE), robot)], ["reference"], run.file(PREVIEW),
+                       terrain=run_terrain(run))
     stage = run.stage("gait")
     spec = stage.get("config", {}).get("spec", {})
     print(f"gait: {spec.get('pattern')} at {spec.get('speed', 0):.2f} m/s, {spec.get('frequency', 0):.2f} Hz, "

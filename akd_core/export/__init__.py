@@ -20,6 +20,10 @@ starts it afresh); a per-run format writes ``PATH`` itself for one run (a file, 
 ``PATH/<run name>.<ext>`` for several.
 Every file is written under a temporary name and renamed, so a crash never leaves half a dataset.
 
+A run made on a terrain carries it (:mod:`akd_core.export.terrain`): every export writes ``RUN/scene.xml`` (the robot
+on the terrain, MJCF), HDF5 demos and LeRobot episodes store the terrain's kind, spec and height grid, and each
+per-run file gets ``<file>.terrain.npz`` and ``<file>.scene.xml`` beside it.
+
 `akd export` applies the quality gates (:mod:`akd_core.export.quality`): of several runs it exports those that pass and
 lists the others with their reasons (``<-o PATH>.summary.json``; exit 1 when none passes); one run that fails a gate
 is refused with :class:`~akd_core.io.errors.QualityGateError` naming it. ``--include-rejected`` overrides.
@@ -50,7 +54,8 @@ from akd_core.export.motion_files import SUFFIX as MOTION_SUFFIX
 from akd_core.export.motion_files import read_motion_file, write_motion_file
 from akd_core.export.quality import GATE_OPTIONS, QualityGates, assess_run, clip_of
 from akd_core.export.rosbag import read_rosbag, write_rosbag
-from akd_core.io.errors import ConfigError, QualityGateError
+from akd_core.export.terrain import ensure_run_scene, terrain_record, write_run_scene, write_sidecars
+from akd_core.io.errors import AKDError, ConfigError, QualityGateError
 from akd_core.io.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -139,6 +144,8 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
             check_episode_limits(cache[key])
         return cache[key]
 
+    for run_dir in run_dirs:  # the robot on its terrain, RUN/scene.xml (nothing for flat ground)
+        _quietly(ensure_run_scene, run_dir)
     written: list[Path] = []
     for fmt_name in formats:
         target = _target(fmt_name, out, run_dirs, len(formats) > 1)
@@ -162,8 +169,18 @@ def export_runs(run_dirs: list[str | Path], fmt: str, out: str | Path | None = N
                                                      loop_mode=loop_mode))
                 else:
                     written.append(write_rosbag(episode, path, start_ns=start_ns))
+                _quietly(write_sidecars, episode.run_dir, written[-1])  # <file>.terrain.npz, <file>.scene.xml
         log.debug("export %s: %s", fmt_name, ", ".join(str(p) for p in written))
     return written
+
+
+def _quietly(write, run_dir: Path, *args: Any) -> None:
+    """Write a run's terrain files; a failure there (a robot MuJoCo cannot compile, say) is a warning: the dataset or
+    motion file itself is what was asked for, and the run's terrain.npz still describes the ground."""
+    try:
+        write(run_dir, *args)
+    except (AKDError, OSError, ValueError) as exc:
+        log.warning("%s: the terrain files were not written (%s)", run_dir, exc)
 
 
 def export_gated(run_dirs: list[str | Path], fmt: str | list[str], out: str | Path | None = None, *,
@@ -272,4 +289,5 @@ def summary_path(out: Path | None, explicit: Path | None) -> Path | None:
 __all__ = ["Episode", "load_episode", "export_runs", "export_gated", "stage_export", "parse_formats", "default_output",
            "write_hdf5", "read_hdf5", "write_lerobot", "read_lerobot", "write_amp_txt", "read_amp_txt",
            "write_isaaclab_amp", "read_isaaclab_amp", "write_rosbag", "read_rosbag", "write_motion_file",
-           "read_motion_file", "FORMATS", "DATASET_FORMATS", "PER_RUN_FORMATS", "MOTION_FORMATS"]
+           "read_motion_file", "terrain_record", "write_run_scene", "FORMATS", "DATASET_FORMATS", "PER_RUN_FORMATS",
+           "MOTION_FORMATS"]

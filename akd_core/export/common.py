@@ -3,15 +3,16 @@
 An episode is the clip a dataset stores: the tracked (simulated) states, PD targets and torques at the control
 rate when ``tracked.npz`` exists, else the kinematic reference (allowed for the motion-file formats only). Derived
 here, once, for every format: foot contact points in the world (FK of the exported states), foot contacts from
-their height above the ground plane z = 0, every link's world pose (AMP body poses) and velocities, and the velocity
-command the clip was made to follow (:func:`commanded_velocity`).
+their height above the ground under them (the run's terrain, :func:`~akd_core.model.terrain.run_terrain`: the plane
+z = 0 unless the run was made on stairs, a slope, ...), every link's world pose (AMP body poses) and velocities, and
+the velocity command the clip was made to follow (:func:`commanded_velocity`).
 
 Quaternions are xyzw; joint order is the robot's actuated-joint order (recorded by name).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ from akd_core.model.kinematics import ForwardKinematics, geometry_corners
 from akd_core.model.robot import Robot, load_urdf
 from akd_core.model.spatial import angular_velocity, quat_to_matrix
 from akd_core.model.spatial.tensor import matrix_to_quat
+from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import LIMIT_TOLERANCE, STATE_LIMIT_TOLERANCE, Motion, TrackedMotion, check_joint_limits
 
-CONTACT_HEIGHT_M = 0.015  # a foot whose lowest point is below this height (m) is in contact with the ground
+CONTACT_HEIGHT_M = 0.015  # a foot whose lowest point is this close (m) to the ground under it is in contact
 SOURCES = ("auto", "tracked", "reference")
 DATASET_FORMATS = ("hdf5", "lerobot")  # many runs -> one dataset
 # motion files for RL-tracking trainers (akd_core.export.motion_files)
@@ -63,7 +65,7 @@ class Episode:
     kd: np.ndarray | None  # (J,)
     foot_names: list[str]  # (K,) URDF link names
     foot_pos: np.ndarray  # (T, K, 3) world positions of the foot contact points
-    foot_contacts: np.ndarray  # (T, K) bool, foot's lowest point within CONTACT_HEIGHT_M of the ground
+    foot_contacts: np.ndarray  # (T, K) bool, foot's lowest point within CONTACT_HEIGHT_M of the ground under it
     contact_labels: list[str]  # (P,) the parts of a foot that touch the ground (["heel", "toe"]; ["sole"])
     foot_part_contacts: np.ndarray  # (T, K, P) bool, each part within CONTACT_HEIGHT_M of the ground
     body_names: list[str]  # (B,)
@@ -76,6 +78,7 @@ class Episode:
     # (T, 3) the commanded (vx, vy, yaw rate) per sample, m/s, m/s, rad/s in the heading frame (commanded_velocity);
     # None for a clip that followed no velocity command (distilled by SDS)
     command: np.ndarray | None = None
+    terrain: Terrain = field(default_factory=Terrain.flat)  # the ground the run was made on (RUN/terrain.npz)
 
     @property
     def num_samples(self) -> int:
@@ -199,10 +202,11 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         raise MotionError(f"{run.path}: the {source} clip has {arrays['joint_pos'].shape[0]} sample(s); "
                           "an episode needs at least 2")
     foot_names, foot_offsets = _feet(robot, motion)
+    terrain = run_terrain(run)
     body = body_poses(robot, arrays["root_pos"], arrays["root_quat"], arrays["joint_pos"], dt)
-    foot_pos, foot_low = _foot_points(robot, foot_names, foot_offsets, body["pos"], body["rot"])
+    foot_pos, foot_low = _foot_points(robot, foot_names, foot_offsets, body["pos"], body["rot"], terrain)
     parts = _part_heights(robot, foot_names, motion.contact_points() if motion.foot_names else
-                          foot_offsets[:, None], body["pos"], body["rot"])
+                          foot_offsets[:, None], body["pos"], body["rot"], terrain)
     prompt = str(manifest.get("prompt") or motion.prompt or "")
     command = commanded_velocity(manifest, np.arange(arrays["joint_pos"].shape[0]) * float(dt))
     return Episode(
@@ -217,7 +221,7 @@ def _assemble(run: RunDir, robot: Robot, motion: Motion, manifest: dict[str, Any
         body_names=list(robot.link_names), body_pos=body["pos"].astype(np.float32),
         body_quat=body["quat"].astype(np.float32), body_lin_vel=body["lin_vel"].astype(np.float32),
         body_ang_vel=body["ang_vel"].astype(np.float32), manifest=manifest, reference=motion,
-        command=None if command is None else command.astype(np.float32))
+        command=None if command is None else command.astype(np.float32), terrain=terrain)
 
 
 COMMAND_NAMES = ("vx", "vy", "yaw_rate")  # the columns of an episode's command
@@ -318,10 +322,18 @@ def continuous_quats(quat: np.ndarray) -> np.ndarray:
     return quat
 
 
+def _above(terrain: Terrain, points: np.ndarray) -> np.ndarray:
+    """Heights (...) of world points (..., 3) above the terrain's surface under them (z itself on flat ground)."""
+    if terrain.is_flat:
+        return points[..., 2]
+    return points[..., 2] - terrain.height(points[..., 0], points[..., 1])
+
+
 def _foot_points(robot: Robot, foot_names: list[str], foot_offsets: np.ndarray, link_pos: np.ndarray,
-                 link_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Foot contact points (T, K, 3) and each foot's lowest height (T, K): min of the contact point's and the foot
-    link's geometry corners' heights (a sphere-tipped foot with its origin at the sphere centre still touches)."""
+                 link_rot: np.ndarray, terrain: Terrain) -> tuple[np.ndarray, np.ndarray]:
+    """Foot contact points (T, K, 3) and each foot's lowest height above the terrain (T, K): min of the contact
+    point's and the foot link's geometry corners' heights (a sphere-tipped foot with its origin at the sphere centre
+    still touches), each measured from the surface under it."""
     corner_idx, corners = geometry_corners(robot)
     num = link_pos.shape[0]
     points = np.zeros((num, len(foot_names), 3))
@@ -332,11 +344,11 @@ def _foot_points(robot: Robot, foot_names: list[str], foot_offsets: np.ndarray, 
                               "re-create the reference for this robot")
         li = robot.link_index(name)
         points[:, k] = link_pos[:, li] + link_rot[:, li] @ offset
-        height = points[:, k, 2]
+        height = _above(terrain, points[:, k])
         mask = corner_idx == li
         if mask.any():
             world = link_pos[:, li, None] + np.einsum("tij,pj->tpi", link_rot[:, li], corners[mask])
-            height = np.minimum(height, world[..., 2].min(1))
+            height = np.minimum(height, _above(terrain, world).min(1))
         low[:, k] = height
     return points, low
 
@@ -352,12 +364,13 @@ def part_names(episode: Episode) -> list[str]:
 
 
 def _part_heights(robot: Robot, foot_names: list[str], points: np.ndarray, link_pos: np.ndarray,
-                  link_rot: np.ndarray) -> np.ndarray:
-    """Heights (T, K, P) of each foot's contact parts ``points`` (K, P, 3) in its link frame (heel and toe lines)."""
+                  link_rot: np.ndarray, terrain: Terrain) -> np.ndarray:
+    """Heights (T, K, P) above the terrain of each foot's contact parts ``points`` (K, P, 3) in its link frame (heel
+    and toe lines)."""
     out = np.zeros((link_pos.shape[0], len(foot_names), points.shape[1]))
     for k, name in enumerate(foot_names):
         li = robot.link_index(name)
-        out[:, k] = (link_pos[:, li, None] + np.einsum("tij,pj->tpi", link_rot[:, li], points[k]))[..., 2]
+        out[:, k] = _above(terrain, link_pos[:, li, None] + np.einsum("tij,pj->tpi", link_rot[:, li], points[k]))
     return out
 
 

@@ -29,6 +29,10 @@ Layout (docs/formats.md has the full table)::
                            trainer can ask an expert to track it from any state (DAgger): attrs fps, prompt,
                            foot_names (JSON); joint_pos (F, J), root_pos (F, 3), root_quat (F, 4) xyzw,
                            foot_offsets (K, 3), foot_contacts (F, K) uint8
+      terrain/             the ground the run was made on: attrs kind, spec (``--terrain SPEC`` re-creates it),
+                           notes (JSON); for a terrain other than flat ground also attrs origin (2,) m, cell m and
+                           the dataset heights (nx, ny) float32 m, heights[i, j] the surface at x = origin[0] + i cell,
+                           y = origin[1] + j cell (RUN/terrain.npz's grid)
 
 Every dataset is float32 and gzip-compressed. Appending copies the file to a temporary name beside it, adds
 the new demos (numbering continues), updates the totals, fsyncs and renames: a crash leaves the old file intact.
@@ -53,6 +57,7 @@ from akd_core.export.common import (
     require_tracked,
     stack_checked,
 )
+from akd_core.export.terrain import terrain_record
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -219,6 +224,19 @@ def _write_demo(group, episode: Episode) -> None:
     _dataset(init, "joint_velocity", episode.joint_vel[:1].astype(f32))
     if episode.reference is not None:
         _write_reference(group.create_group("reference"), episode.reference)
+    _write_terrain(group.create_group("terrain"), episode)
+
+
+def _write_terrain(group, episode: Episode) -> None:
+    """The demo's ground under ``terrain/`` (module docstring): kind, spec, notes; heights, origin, cell unless flat."""
+    record = terrain_record(episode.run_dir)
+    group.attrs["kind"] = record.kind
+    group.attrs["spec"] = record.spec
+    group.attrs["notes"] = json.dumps(record.notes)
+    if not record.is_flat:
+        group.attrs["origin"] = np.asarray(record.origin, dtype=np.float64)
+        group.attrs["cell"] = float(record.cell)
+        _dataset(group, "heights", np.asarray(record.heights, dtype=np.float32))
 
 
 def _write_reference(group, motion) -> None:
@@ -245,6 +263,9 @@ class HDF5Demo:
     initial_state: dict[str, np.ndarray]  # "articulation/robot/<name>" -> (1, .)
     processed_actions: np.ndarray | None = None
     reference: dict[str, Any] | None = None  # reference/ group: arrays + "fps", "prompt", "foot_names"; None if absent
+    # terrain/ group: "kind", "spec", "notes" and, unless flat, "heights" (nx, ny), "origin" (2,), "cell"; files
+    # written before terrains existed have none: their demos were made on flat ground
+    terrain: dict[str, Any] | None = None
 
 
 @dataclass
@@ -312,7 +333,8 @@ def read_hdf5(path: str | Path) -> HDF5Dataset:
                 joint_torques=g["joint_torques"][()] if "joint_torques" in g else None,
                 states=g["states"][()] if "states" in g else None, initial_state=init,
                 processed_actions=g["processed_actions"][()] if "processed_actions" in g else None,
-                reference=_read_reference(g["reference"]) if "reference" in g else None))
+                reference=_read_reference(g["reference"]) if "reference" in g else None,
+                terrain=_read_terrain(g["terrain"]) if "terrain" in g else None))
     return result
 
 
@@ -326,4 +348,15 @@ def _read_reference(group) -> dict[str, Any]:
     out["fps"] = float(_plain(group.attrs["fps"]))
     out["prompt"] = str(_plain(group.attrs.get("prompt", "")))
     out["foot_names"] = json.loads(_plain(group.attrs.get("foot_names", "[]")))
+    return out
+
+
+def _read_terrain(group) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": str(_plain(group.attrs.get("kind", "flat"))),
+                           "spec": str(_plain(group.attrs.get("spec", "flat"))),
+                           "notes": json.loads(_plain(group.attrs.get("notes", "[]")))}
+    if "heights" in group:
+        out["heights"] = group["heights"][()]
+        out["origin"] = np.asarray(group.attrs["origin"], dtype=np.float64)
+        out["cell"] = float(_plain(group.attrs["cell"]))
     return out

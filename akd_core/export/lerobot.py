@@ -11,6 +11,10 @@ Layout (mirrors lerobot's ``datasets/utils.py`` constants and ``LeRobotDatasetMe
                                                      meta/episodes/chunk_index, meta/episodes/file_index,
                                                      stats/<feature>/<stat>
     ROOT/data/chunk-000/file-000.parquet             one row per frame
+    ROOT/meta/terrain.json                           AKD's: the ground of every episode, {"schema": 1, "episodes":
+                                                     [{"episode_index", "kind", "spec", "notes", "file"}]}, file =
+                                                     "meta/terrain/episode_000000.npz" (a copy of the run's
+                                                     terrain.npz) or null for flat ground (lerobot ignores it)
 
 Frame features: ``observation.state`` (2J + 13: joint positions, joint velocities, root position, root quaternion
 xyzw, root linear and angular velocity in the world frame; every entry named), ``action`` (J PD targets),
@@ -43,6 +47,7 @@ from akd_core.export.common import (
     require_tracked,
     stack_checked,
 )
+from akd_core.export.terrain import terrain_record
 from akd_core.io.errors import MotionError
 from akd_core.io.fileio import atomic_path
 
@@ -51,6 +56,9 @@ CHUNKS_SIZE = 1000
 DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 500
 INFO_PATH = "meta/info.json"
+TERRAIN_PATH = "meta/terrain.json"  # AKD's own: the ground of each episode
+TERRAIN_FILE = "meta/terrain/episode_{episode_index:06d}.npz"
+TERRAIN_SCHEMA = 1
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
@@ -160,7 +168,30 @@ def write_lerobot(episodes: list[Episode], root: str | Path, append: bool = True
             tmp.mkdir(parents=True)
         _write_all(tmp, data, tasks, features, fps,
                    robot_type or (info or {}).get("robot_type") or episodes[0].robot.name)
+        _write_terrain(tmp, episodes, first_episode)
     return root
+
+
+def _write_terrain(folder: Path, episodes: list[Episode], first_episode: int) -> None:
+    """Add the episodes' ground to ``meta/terrain.json`` (episodes of a dataset written before it existed: flat) and
+    copy each non-flat run's terrain.npz to ``meta/terrain/episode_XXXXXX.npz``."""
+    path = folder / TERRAIN_PATH
+    entries = json.loads(path.read_text())["episodes"] if path.exists() else []
+    known = {int(e["episode_index"]) for e in entries}
+    entries += [{"episode_index": i, "kind": "flat", "spec": "flat", "notes": [], "file": None}
+                for i in range(first_episode) if i not in known]
+    for offset, episode in enumerate(episodes):
+        index = first_episode + offset
+        record = terrain_record(episode.run_dir)
+        file = None
+        if not record.is_flat:
+            file = TERRAIN_FILE.format(episode_index=index)
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(record.file, folder / file)
+        entries.append({"episode_index": index, "kind": record.kind, "spec": record.spec, "notes": record.notes,
+                        "file": file})
+    entries.sort(key=lambda e: int(e["episode_index"]))
+    path.write_text(json.dumps({"schema": TERRAIN_SCHEMA, "episodes": entries}, indent=4) + "\n")
 
 
 def _check_features(expected: dict, got: dict, root: Path, source: str) -> None:
@@ -291,6 +322,9 @@ class LeRobotEpisode:
     task: str
     frames: dict[str, np.ndarray]  # feature -> (length, width) (automatic columns -> (length,))
     meta: dict[str, Any]  # the episode's row of meta/episodes
+    # meta/terrain.json's entry ("kind", "spec", "notes", "file") and, for a non-flat ground, its grid: "heights"
+    # (nx, ny), "origin" (2,), "cell"; None in a dataset without meta/terrain.json (flat ground)
+    terrain: dict[str, Any] | None = None
 
 
 def read_tables(root: str | Path) -> dict[str, Any]:
@@ -319,6 +353,7 @@ def read_tables(root: str | Path) -> dict[str, Any]:
 def read_lerobot(root: str | Path) -> list[LeRobotEpisode]:
     """Every episode of a LeRobot v3.0 dataset, in episode order."""
     tables = read_tables(root)
+    terrains = _read_terrain(Path(root))
     data, tasks = tables["data"], tables["tasks"]
     scalar = set(DEFAULT_FEATURES)
     matrices = {key: _column_matrix(data, key) for key in tables["info"]["features"]}
@@ -336,5 +371,20 @@ def read_lerobot(root: str | Path) -> list[LeRobotEpisode]:
             raise MotionError(f"{root}: episode {row['episode_index']} rows do not match dataset_from/to_index "
                               f"[{start}, {stop})")
         result.append(LeRobotEpisode(episode_index=int(row["episode_index"]), task=tasks[int(frames["task_index"][0])],
-                                     frames=frames, meta=row))
+                                     frames=frames, meta=row, terrain=terrains.get(int(row["episode_index"]))))
     return result
+
+
+def _read_terrain(root: Path) -> dict[int, dict[str, Any]]:
+    """meta/terrain.json's entries by episode index, with the grid of each non-flat one loaded."""
+    path = root / TERRAIN_PATH
+    if not path.exists():
+        return {}
+    out = {}
+    for entry in json.loads(path.read_text())["episodes"]:
+        entry = dict(entry)
+        if entry.get("file"):
+            with np.load(root / entry["file"], allow_pickle=False) as grid:
+                entry.update(heights=grid["heights"], origin=grid["origin"], cell=float(grid["cell"]))
+        out[int(entry["episode_index"])] = entry
+    return out

@@ -11,17 +11,29 @@ Gaussian mean above the hit point P, within about ``shadow_radius`` horizontally
 It is computed from a per-frame height map (min z of the means binned on a grid of
 ``shadow_radius / 2`` cells, then min-pooled over the radius) and is **detached**: the
 shadow is a visual cue, gradients reach the motion through the Gaussians only.
+
+A terrain other than flat ground (:func:`render_terrain_ground`, used by ``akd render`` on a run made on stairs,
+a slope or rough ground) is ray-cast with :class:`~akd_core.render.terrain_cast.TerrainCaster` at
+``samples_per_side`` times the resolution: the same checker on the surface the ray meets (risers and walls
+chequered across them), each face lit by its tilt to a fixed sun (level faces exactly as the flat ground), lines
+on nosings and creases (where the depth jumps), and the contact shadow measured from the surface: ``d(P)`` =
+lowest mean above P minus P's height. It returns the ground's camera depth per sub-sample too, so
+:func:`~akd_core.render.video.render_video` can let a step in front of the robot hide it. Flat ground keeps the
+exact code above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from akd_core.io.errors import ConfigError
+from akd_core.model.terrain import Terrain
+from akd_core.render.terrain_cast import SUN, TerrainCaster, checker_parity, depth_edges, sun_shade
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,8 @@ class GroundConfig:
     shadow_max: float = 0.6
     shadow_beta: float = 12.0  # 1/m
     shadow_radius: float = 0.06
+    terrain_ambient: float = 0.4  # light of a terrain face turned away from the sun (level faces: 1)
+    terrain_edge: float = 0.55  # brightness of the lines drawn on a terrain's nosings and creases; 1 = none
 
     def __post_init__(self) -> None:
         if self.tile_size <= 0 or self.max_distance <= 0 or self.shadow_radius <= 0:
@@ -95,9 +109,25 @@ def checker_colors(points: Tensor, config: GroundConfig) -> Tensor:
     return torch.where(parity.unsqueeze(-1) == 0, a, b)
 
 
-def shadow_factor(points: Tensor, means: Tensor, config: GroundConfig) -> Tensor:
-    """s(P) = 1 - s_max exp(-beta d(P)) at ground points (H, W, S, 3) under one frame's means (N, 3) -> (H, W, S)."""
-    above = means[means[:, 2] >= 0].detach()
+def mask_below_terrain(means: Tensor, opacities: Tensor, terrain: Terrain) -> Tensor:
+    """Opacities with Gaussians whose mean is below the terrain's surface (:meth:`Terrain.height` under it) set to 0;
+    shapes as :func:`mask_below_ground`. A hard, detached step, as there."""
+    xy = means.detach()[..., :2].reshape(-1, 2).cpu().double().numpy()
+    ground = torch.as_tensor(terrain.height(xy[:, 0], xy[:, 1]).reshape(means.shape[:-1]), dtype=means.dtype,
+                             device=means.device)
+    return opacities * (means[..., 2] >= ground).to(opacities.dtype)
+
+
+def shadow_factor(points: Tensor, means: Tensor, config: GroundConfig, surface: Tensor | None = None) -> Tensor:
+    """s(P) = 1 - s_max exp(-beta d(P)) at ground points (H, W, S, 3) under one frame's means (N, 3) -> (H, W, S).
+
+    ``surface`` (H, W, S): the points' heights on a terrain (inf: no surface); d(P) is then measured from them.
+    Without it the ground is z = 0.
+    """
+    if surface is not None:
+        above = means.detach()
+    else:
+        above = means[means[:, 2] >= 0].detach()
     ones = torch.ones(points.shape[:-1], dtype=points.dtype, device=points.device)
     if len(above) == 0:
         return ones
@@ -119,6 +149,8 @@ def shadow_factor(points: Tensor, means: Tensor, config: GroundConfig) -> Tensor
     q0 = q[..., 0].clamp(0, int(dims[0]) - 1)
     q1 = q[..., 1].clamp(0, int(dims[1]) - 1)
     d = torch.where(inside, grid[q1, q0], inf)
+    if surface is not None:
+        d = (d - surface).clamp_min(0.0)  # a foot pressed into the surface shades it fully
     return ones - config.shadow_max * torch.exp(-config.shadow_beta * d)
 
 
@@ -146,3 +178,53 @@ def render_ground(
             colors = colors * shadow_factor(points[0], means[c], config).unsqueeze(-1)
         layers.append(torch.where(hit[0].unsqueeze(-1), colors, sky).mean(dim=2))
     return torch.stack(layers)
+
+
+def render_terrain_ground(
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    config: GroundConfig,
+    terrain: Terrain | TerrainCaster,
+    means: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Background of a terrain, per sub-sample: colours (C, H, W, S, 3) and camera depth (C, H, W, S) (inf: sky).
+
+    S = ``samples_per_side``^2 on the same regular grid inside each pixel as :func:`ground_hits`; ``means``
+    (C, N, 3) cast the contact shadow. ``terrain``: the Terrain, or its caster (built once for a whole clip).
+    Detached: no gradient flows into the ground.
+    """
+    caster = terrain if isinstance(terrain, TerrainCaster) else TerrainCaster(terrain, config.max_distance)
+    if Ks.ndim == 2:
+        Ks = Ks.unsqueeze(0).expand(viewmats.shape[0], 3, 3)
+    s = config.samples_per_side
+    dtype, device = viewmats.dtype, viewmats.device
+    sky = np.asarray(config.sky_color, dtype=np.float64)
+    a, b = np.asarray(config.color_a, dtype=np.float64), np.asarray(config.color_b, dtype=np.float64)
+    colors, depths = [], []
+    for c in range(viewmats.shape[0]):
+        K = Ks[c].detach().cpu().double().numpy().copy()
+        K[:2] *= s  # a pixel's s x s sub-samples are the pixels of an image s times finer
+        hits = caster.cast(viewmats[c].detach().cpu().double().numpy(), K, width * s, height * s)
+        hit = hits.hit
+        parity = checker_parity(hits.points, hits.normals, config.tile_size)
+        light = sun_shade(hits.normals, config.terrain_ambient, SUN)
+        light = light * np.where(depth_edges(hits.depth), config.terrain_edge, 1.0)
+        rgb = np.where((parity == 0)[..., None], a, b) * light[..., None]
+        if config.shadow and means is not None:
+            points = torch.as_tensor(hits.points, dtype=dtype, device=device)
+            surface = torch.as_tensor(np.where(hit, hits.points[..., 2], np.inf), dtype=dtype, device=device)
+            shade = shadow_factor(points, means[c], config, surface=surface).cpu().double().numpy()
+            rgb = rgb * shade[..., None]
+        rgb = np.where(hit[..., None], rgb, sky)
+        colors.append(_subsamples(rgb, height, width, s))
+        depths.append(_subsamples(hits.depth[..., None], height, width, s)[..., 0])
+    as_tensor = lambda x: torch.as_tensor(np.stack(x), dtype=dtype, device=device)  # noqa: E731
+    return as_tensor(colors), as_tensor(depths)
+
+
+def _subsamples(image: np.ndarray, height: int, width: int, s: int) -> np.ndarray:
+    """(H s, W s, D) fine image -> (H, W, s^2, D): each pixel's sub-samples, row-major as in :func:`ground_hits`."""
+    d = image.shape[-1]
+    return image.reshape(height, s, width, s, d).transpose(0, 2, 1, 3, 4).reshape(height, width, s * s, d)

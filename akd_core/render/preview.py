@@ -7,7 +7,11 @@ clustering when a geometry has more than ``max_faces`` triangles). Per frame the
 vertices are posed with :class:`~akd_core.model.kinematics.ForwardKinematics`, projected by a
 pinhole camera that follows the robot (smoothed root, 3/4 front view), and rasterized
 with a numpy z-buffer and flat Lambert shading over a ray-cast checkerboard ground
-(z = 0, tiles scaled to the robot) with soft blob shadows and a sky.
+(z = 0, tiles scaled to the robot) with soft blob shadows and a sky. A run made on a terrain
+(stairs, a slope, rough ground) is drawn on it: the checker on the surface the rays meet
+(:mod:`akd_core.render.terrain_cast`), faces shaded by their tilt, lines on nosings, shadows
+measured from the surface, and a camera that keeps above the ground and watches a climb from
+behind. Flat ground keeps its exact z = 0 code.
 
 :func:`render_preview` puts several clips (reference | tracked) side by side, each panel
 with its own camera and label, and writes an H.264 / yuv420p MP4 atomically;
@@ -33,16 +37,19 @@ from akd_core.io.rundir import PREVIEW, REFERENCE, ROBOT_URDF, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.robot import Geometry, Robot, load_urdf
 from akd_core.model.spatial import quat_slerp
+from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.render.camera import intrinsics_from_fov, look_at, smooth_over_time
+from akd_core.render.terrain_cast import SUN, TerrainCaster, checker_parity, depth_edges, sun_shade
 from akd_core.render.video import write_mp4
+from akd_core.render.zbuffer import NEAR_PLANE, rasterize
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RGB = (0.56, 0.66, 0.80)  # pleasant grey-blue for geometry without a colour
 DEFAULT_FPS = 30.0
 MIN_FACES = 64  # smallest per-geometry face budget
-NEAR_PLANE = 1e-2  # m; triangles with a vertex closer than this to the camera are dropped
+UPHILL_RISE = 0.02  # m: a clip whose ground ends this much higher than it starts is watched from behind
 
 
 # ----------------------------------------------------------------------------- style
@@ -63,6 +70,9 @@ class PreviewStyle:
     ground_a: tuple[float, float, float] = (0.80, 0.80, 0.78)
     ground_b: tuple[float, float, float] = (0.56, 0.58, 0.60)
     shadow: float = 0.45  # darkening right under a link touching the ground; 0 = no shadow
+    terrain_ambient: float = 0.38  # light of a terrain face turned away from the sun (level faces: 1)
+    terrain_edge: float = 0.55  # brightness of the lines drawn on a terrain's nosings and creases; 1 = none
+    camera_clearance: float = 0.25  # a terrain's surface stays this far (x rest-pose size) below the camera
 
     def __post_init__(self) -> None:
         if not 0.0 < self.fov_y_deg < 170.0:
@@ -241,93 +251,6 @@ def _tint(rgb: np.ndarray, amount: float) -> np.ndarray:
     return np.clip(rgb + abs(amount) * (target - rgb), 0.0, 1.0)
 
 
-# ----------------------------------------------------------------------------- rasterizer
-def rasterize(screen: np.ndarray, depth: np.ndarray, faces: np.ndarray, width: int,
-              height: int) -> tuple[np.ndarray, np.ndarray]:
-    """Z-buffer rasterization of triangles.
-
-    Args:
-        screen: (V, 2) pixel coordinates (x right, y down; pixel (i, j) covers [i, i+1) x [j, j+1)).
-        depth: (V,) camera-space depth (> 0 in front of the camera).
-        faces: (T, 3) vertex indices.
-
-    Returns:
-        face_id (H, W) int64, the nearest face covering each pixel centre (-1: none), and
-        pixel depth (H, W) float64 (inf: none), perspective-correct (1/z interpolated).
-    """
-    face_id = np.full(height * width, -1, dtype=np.int64)
-    inv_depth = np.zeros(height * width)
-    tri = faces if depth.min(initial=np.inf) > NEAR_PLANE else faces[np.all(depth[faces] > NEAR_PLANE, axis=1)]
-    if len(tri):
-        a, b, c = screen[tri[:, 0]], screen[tri[:, 1]], screen[tri[:, 2]]
-        area2 = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
-        x0 = np.maximum(np.ceil(np.minimum(np.minimum(a[:, 0], b[:, 0]), c[:, 0]) - 0.5), 0).astype(np.int64)
-        x1 = np.minimum(np.floor(np.maximum(np.maximum(a[:, 0], b[:, 0]), c[:, 0]) - 0.5), width - 1).astype(np.int64)
-        y0 = np.maximum(np.ceil(np.minimum(np.minimum(a[:, 1], b[:, 1]), c[:, 1]) - 0.5), 0).astype(np.int64)
-        y1 = np.minimum(np.floor(np.maximum(np.maximum(a[:, 1], b[:, 1]), c[:, 1]) - 0.5), height - 1).astype(np.int64)
-        keep = (np.abs(area2) > 1e-12) & (x1 >= x0) & (y1 >= y0)
-        ids = np.nonzero(keep)[0]
-        _rasterize_kept(tri[ids], ids, a[ids], b[ids], c[ids], area2[ids], x0[ids], x1[ids], y0[ids], y1[ids],
-                        depth, width, face_id, inv_depth)
-    covered = face_id >= 0
-    pixel_depth = np.full(height * width, np.inf)
-    pixel_depth[covered] = 1.0 / inv_depth[covered]
-    return face_id.reshape(height, width), pixel_depth.reshape(height, width)
-
-
-def _rasterize_kept(tri: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, area2: np.ndarray,
-                    x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray, depth: np.ndarray, width: int,
-                    face_id: np.ndarray, inv_depth: np.ndarray, max_candidates: int = 2_000_000) -> None:
-    """Fill ``face_id`` / ``inv_depth`` (H*W,) from triangles with non-empty pixel boxes, in bounded chunks."""
-    box_w = x1 - x0 + 1
-    counts = box_w * (y1 - y0 + 1)
-    # edge functions as planes over the image: w_a(P) = A_a x + B_a y + C_a (barycentric of vertex a), same for b
-    wa = _edge_plane(b, c, area2)  # (T, 3)
-    wb = _edge_plane(c, a, area2)
-    za, zb, zc = (1.0 / depth[tri[:, k]] for k in range(3))
-    inv_z = wa * (za - zc)[:, None] + wb * (zb - zc)[:, None]
-    inv_z[:, 2] += zc  # 1/z = w_a/z_a + w_b/z_b + (1 - w_a - w_b)/z_c is a plane too
-    coeffs = np.concatenate([wa, wb, inv_z], axis=1)  # (T, 9)
-    # move each plane's origin to its box corner, so float32 candidates keep sub-pixel precision
-    for col in (0, 3, 6):
-        coeffs[:, col + 2] += coeffs[:, col] * x0 + coeffs[:, col + 1] * y0
-    start = 0
-    cumulative = np.cumsum(counts)
-    while start < len(counts):
-        budget = (cumulative[start - 1] if start else 0) + max_candidates
-        stop = max(int(np.searchsorted(cumulative, budget, side="right")), start + 1)
-        _fill(slice(start, stop), ids, counts, box_w, x0, y0, coeffs, width, face_id, inv_depth)
-        start = stop
-
-
-def _edge_plane(p: np.ndarray, q: np.ndarray, area2: np.ndarray) -> np.ndarray:
-    """(A, B, C) (T, 3) with cross(p - P, q - P) / area2 = A x + B y + C."""
-    plane = np.stack([p[:, 1] - q[:, 1], q[:, 0] - p[:, 0], p[:, 0] * q[:, 1] - p[:, 1] * q[:, 0]], axis=1)
-    return plane / area2[:, None]
-
-
-def _fill(part: slice, ids: np.ndarray, counts: np.ndarray, box_w: np.ndarray, x0: np.ndarray, y0: np.ndarray,
-          coeffs: np.ndarray, width: int, face_id: np.ndarray, inv_depth: np.ndarray) -> None:
-    n = counts[part]
-    owner = np.repeat(np.arange(len(n), dtype=np.int32), n)  # candidate -> triangle (within the part)
-    local = np.arange(int(n.sum()), dtype=np.int32) - np.repeat((np.cumsum(n) - n).astype(np.int32), n)
-    row, col = np.divmod(local, box_w[part].astype(np.int32)[owner])
-    px = x0[part].astype(np.int32)[owner] + col
-    py = y0[part].astype(np.int32)[owner] + row
-    cx, cy = col + np.float32(0.5), row + np.float32(0.5)  # pixel centre relative to the box corner
-    k = coeffs[part].astype(np.float32)[owner]  # (N, 9)
-    w_a = k[:, 0] * cx + k[:, 1] * cy + k[:, 2]
-    w_b = k[:, 3] * cx + k[:, 4] * cy + k[:, 5]
-    inside = np.nonzero((w_a >= 0) & (w_b >= 0) & (w_a + w_b <= 1))[0]
-    pix = py[inside] * width + px[inside]
-    k = k[inside]
-    inv_z = (k[:, 6] * cx[inside] + k[:, 7] * cy[inside] + k[:, 8]).astype(np.float64)
-    faces = ids[part][owner[inside]]
-    np.maximum.at(inv_depth, pix, inv_z)
-    nearest = inv_z >= inv_depth[pix]
-    face_id[pix[nearest]] = faces[nearest]
-
-
 # ----------------------------------------------------------------------------- renderer
 @dataclass
 class PanelCamera:
@@ -340,10 +263,14 @@ class PanelCamera:
 class PreviewRenderer:
     """Renders poses of one robot: triangulated once, posed with FK, rasterized per frame."""
 
-    def __init__(self, robot: Robot, width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle()):
+    def __init__(self, robot: Robot, width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
+                 terrain: Terrain | None = None):
         if width < 16 or height < 16:
             raise ConfigError(f"preview: width and height must be >= 16 pixels, got {width}x{height}")
         self.robot, self.width, self.height, self.style = robot, int(width), int(height), style
+        # flat ground keeps the exact z = 0 checkerboard; any other terrain is ray-cast (terrain_cast)
+        self.terrain = terrain if terrain is not None and not terrain.is_flat else None
+        self._caster = TerrainCaster(self.terrain) if self.terrain is not None else None
         self.mesh = build_robot_mesh(robot, style)
         self.fk = ForwardKinematics(robot).double()
         self.K = intrinsics_from_fov(style.fov_y_deg, self.width, self.height, dtype=torch.float64).numpy()
@@ -385,7 +312,10 @@ class PreviewRenderer:
         """A camera per frame following the smoothed root (F, 3) at a fixed 3/4 front offset.
 
         The azimuth is taken relative to the clip's initial heading (yaw of root_quat[0]), and the
-        distance from the rest-pose size, so every panel of a preview frames the robot alike.
+        distance from the rest-pose size, so every panel of a preview frames the robot alike. On a terrain the
+        camera follows the root's height too (it always does) and keeps above the ground under it; when the ground
+        under the clip's last frame is higher than under its first (stairs or a slope up) the view is mirrored to
+        the rear (azimuth -180 - azimuth_deg), so the risers and the rising ground face the camera.
         """
         style = self.style
         yaw = _yaw(np.asarray(root_quat[0], dtype=np.float64))
@@ -394,9 +324,20 @@ class PreviewRenderer:
         targets = smooth_over_time(torch.as_tensor(centre), sigma).numpy()
         half_fov = min(math.atan(0.5 * self.width / self.K[0, 0]), math.atan(0.5 * self.height / self.K[1, 1]))
         distance = style.margin * 0.5 * self.size / math.sin(half_fov)
-        el, az = math.radians(style.elevation_deg), yaw + math.radians(style.azimuth_deg)
+        azimuth = style.azimuth_deg
+        if self.terrain is not None and len(root_pos) > 1:
+            start, end = self.terrain.height(np.asarray(root_pos)[[0, -1], 0], np.asarray(root_pos)[[0, -1], 1])
+            if np.isfinite(start) and np.isfinite(end) and end - start > UPHILL_RISE:
+                azimuth = -180.0 - azimuth  # climbing: watch from behind, where the risers and the slope face us
+        el, az = math.radians(style.elevation_deg), yaw + math.radians(azimuth)
         offset = distance * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-        viewmats = look_at(torch.as_tensor(targets + offset), torch.as_tensor(targets)).numpy()
+        eyes = targets + offset
+        if self.terrain is not None:  # never inside a step or a hill: rise above the ground under the camera
+            ground = self.terrain.height(eyes[:, 0], eyes[:, 1])
+            need = np.where(np.isfinite(ground), ground + style.camera_clearance * self.size - eyes[:, 2], 0.0)
+            lift = smooth_over_time(torch.as_tensor(np.maximum(need, 0.0)[:, None]), sigma).numpy()[:, 0]
+            eyes = eyes + np.maximum(lift, need)[:, None] * np.array([0.0, 0.0, 1.0])
+        viewmats = look_at(torch.as_tensor(eyes), torch.as_tensor(targets)).numpy()
         return PanelCamera(viewmats=viewmats, K=self.K)
 
     # -- one frame ----------------------------------------------------------
@@ -414,7 +355,10 @@ class PreviewRenderer:
         normal, facing = self._face_normals(verts, link_rot, eye)
         drawn = np.nonzero(facing | self.mesh.two_sided)[0]
         face_id, robot_depth = rasterize(screen, depth, self.mesh.faces[drawn], self.width, self.height)
-        image, ground_depth = self._background(rot, eye, K, link_pos, link_rot)
+        if self._caster is None:
+            image, ground_depth = self._background(rot, eye, K, link_pos, link_rot)
+        else:
+            image, ground_depth = self._terrain_background(viewmat, K, link_pos, link_rot)
         visible = (face_id >= 0) & (robot_depth < ground_depth)
         shade = self._shade(normal[drawn], self.mesh.face_colors[drawn], rot)
         image[visible] = shade[face_id[visible]]
@@ -478,6 +422,42 @@ class PreviewRenderer:
         depth.reshape(-1)[view.hit] = t
         return image, depth
 
+    def _terrain_background(self, viewmat: np.ndarray, K: np.ndarray, link_pos: np.ndarray,
+                            link_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sky and the chequered terrain (H, W, 3) float, and the terrain's camera depth (H, W) (inf: sky).
+
+        As :meth:`_background` on z = 0, with the surface the ray meets first: squares on treads and slopes by their
+        (x, y), on risers and walls across them; each face lit by its tilt to a fixed sun (level faces exactly as
+        flat ground); shadows measured from the surface under each link; lines where the depth jumps or creases.
+        """
+        style = self.style
+        view = self._view_rays(viewmat[:3, :3], K)
+        image = view.sky.copy()
+        hits = self._caster.cast(viewmat, K, self.width, self.height)
+        depth = hits.depth.copy()
+        hit = np.nonzero(np.isfinite(depth.reshape(-1)))[0]
+        t = depth.reshape(-1)[hit]
+        rays = hits.rays.reshape(-1, 3)[hit]
+        points = hits.points.reshape(-1, 3)[hit]
+        normals = hits.normals.reshape(-1, 3)[hit]
+        length = np.linalg.norm(rays, axis=1)
+        footprint = length**2 / (K[1, 1] * np.maximum(np.abs(np.einsum("ij,ij->i", rays, normals)), 1e-9))
+        tile = self.tile_size
+        parity = checker_parity(points, normals, tile)
+        a, b = np.asarray(style.ground_a), np.asarray(style.ground_b)
+        contrast = np.clip(1.6 - 3.0 * (t * footprint) / tile, 0.0, 1.0)
+        haze = np.clip((t * length - 6.0 * self.size) / (30.0 * self.size), 0.0, 1.0)
+        light = (1.0 - haze) * sun_shade(normals, style.terrain_ambient, SUN)
+        if style.shadow > 0:
+            light *= self._shadow(points, link_pos, link_rot)
+        # lines on nosings and creases, fading with the checker where a pixel covers a tile
+        light *= 1.0 - (1.0 - style.terrain_edge) * contrast * depth_edges(depth).reshape(-1)[hit]
+        signed = contrast * (1.0 - 2.0 * parity)
+        flat = image.reshape(-1, 3)
+        flat[hit] = (light[:, None] * (0.5 * (a + b)) + (light * signed)[:, None] * (0.5 * (a - b))
+                     + haze[:, None] * np.asarray(style.sky_horizon))
+        return image, depth
+
     def _view_rays(self, cam_rot: np.ndarray, K: np.ndarray) -> _ViewRays:
         """What the background needs of a camera orientation; cached, as a following camera keeps its orientation."""
         key = (cam_rot.tobytes(), K.tobytes())
@@ -495,7 +475,11 @@ class PreviewRenderer:
         """
         blobs = self.blobs
         centres = link_pos[blobs.link] + np.einsum("kij,kj->ki", link_rot[blobs.link], blobs.centre)  # (K, 3)
-        heights = np.clip(centres[:, 2] - blobs.radius, 0.0, None)
+        if self.terrain is None:
+            heights = np.clip(centres[:, 2] - blobs.radius, 0.0, None)
+        else:  # measured from the surface under each blob
+            ground = self.terrain.height(centres[:, 0], centres[:, 1])  # -inf off a scene's geoms: no shadow
+            heights = np.clip(centres[:, 2] - blobs.radius - ground, 0.0, None)
         strength = self.style.shadow * np.exp(-heights / (0.15 * self.size))  # (K,)
         reach = 3.0 * blobs.radius.max()
         lo, hi = centres[:, :2].min(axis=0) - reach, centres[:, :2].max(axis=0) + reach
@@ -698,17 +682,18 @@ def draw_label(image: np.ndarray, text: str, x: int, y: int, size: int = 12) -> 
 # ----------------------------------------------------------------------------- public entry points
 def render_frame(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
                  width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
-                 viewmat: np.ndarray | None = None) -> np.ndarray:
+                 viewmat: np.ndarray | None = None, terrain: Terrain | None = None) -> np.ndarray:
     """One pose as an image (H, W, 3) uint8: root_pos (3,), root_quat (4,) xyzw, joint_pos (J,) robot order.
 
     The default camera is the preview's following camera for this pose (see :meth:`PreviewRenderer.follow_camera`).
+    ``terrain``: the ground to draw (default: flat z = 0).
     """
-    return PreviewRenderer(robot, width, height, style).render_pose(root_pos, root_quat, joint_pos, viewmat)
+    return PreviewRenderer(robot, width, height, style, terrain).render_pose(root_pos, root_quat, joint_pos, viewmat)
 
 
 def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None = None, fps: float | None = None,
                  width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
-                 progress: bool = True) -> tuple[np.ndarray, float]:
+                 progress: bool = True, terrain: Terrain | None = None) -> tuple[np.ndarray, float]:
     """Frames (N, H, C * W, 3) uint8 of clips side by side, and the video fps; see :func:`render_preview`."""
     from tqdm import tqdm
 
@@ -723,7 +708,7 @@ def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | Non
         fps = min(DEFAULT_FPS, max(rates)) if rates else DEFAULT_FPS
     if fps <= 0:
         raise ConfigError(f"preview: fps must be positive, got {fps}")
-    renderer = PreviewRenderer(robot, width, height, style)
+    renderer = PreviewRenderer(robot, width, height, style, terrain)
     num_frames = max(c.frames_at(fps) for c in parsed)
     times = np.arange(num_frames) / fps
     panels = []
@@ -744,7 +729,8 @@ def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | Non
 
 def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | str | os.PathLike | None = None,
                    path: str | os.PathLike | None = None, fps: float | None = None, width: int = 320,
-                   height: int = 240, style: PreviewStyle = PreviewStyle(), progress: bool = True) -> Path:
+                   height: int = 240, style: PreviewStyle = PreviewStyle(), progress: bool = True,
+                   terrain: Terrain | None = None) -> Path:
     """Render clips side by side (each panel W x H with its own following camera and label) to an MP4.
 
     Args:
@@ -755,6 +741,8 @@ def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | s
             is accepted too: a path in this position is the output path.
         path: the .mp4 to write (H.264, yuv420p), atomically.
         fps: video frame rate; default min(30, highest clip rate).
+        terrain: the ground the clips stand on (:func:`~akd_core.model.terrain.run_terrain` of a run); default
+            flat z = 0.
 
     Returns the path written.
     """
@@ -763,7 +751,7 @@ def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | s
     if path is None:
         raise ConfigError("preview: no output path; give path='preview.mp4'")
 
-    frames, fps = render_clips(robot, clips, labels, fps, width, height, style, progress)
+    frames, fps = render_clips(robot, clips, labels, fps, width, height, style, progress, terrain)
     return write_mp4(frames, path, fps=fps)
 
 
@@ -773,7 +761,9 @@ def stage_preview(run: RunDir, width: int = 320, height: int = 240, fps: float |
                   style: PreviewStyle = PreviewStyle()) -> dict[str, Any]:
     """`akd preview`: RUN/reference.npz | RUN/tracked.npz (| naive PD replay) side by side -> RUN/preview.mp4.
 
-    Without tracked.npz (only `akd gait` has run) the reference is rendered alone. Returns the recorded metrics.
+    Without tracked.npz (only `akd gait` has run) the reference is rendered alone. The ground is the run's terrain
+    (:func:`~akd_core.model.terrain.run_terrain`: flat z = 0 unless the gait stage recorded one). Returns the
+    recorded metrics.
     """
 
     robot = load_urdf(run.require(ROBOT_URDF, "akd gait --robot ROBOT --prompt TEXT --out RUN"))
@@ -787,10 +777,13 @@ def stage_preview(run: RunDir, width: int = 320, height: int = 240, fps: float |
             clips.append(tracked.naive)
             labels.append("naive PD")
     path = Path(output) if output is not None else run.file(PREVIEW)
-    config = {"width": width, "height": height, "fps": fps, "naive": naive, "panels": labels, "path": str(path)}
+    terrain = run_terrain(run)
+    config = {"width": width, "height": height, "fps": fps, "naive": naive, "panels": labels, "path": str(path),
+              "terrain": terrain.spec}
     with run.running_stage("preview", config) as metrics:
         start = time.perf_counter()
-        frames, video_fps = render_clips(robot, clips, labels, fps, width, height, style, progress=True)
+        frames, video_fps = render_clips(robot, clips, labels, fps, width, height, style, progress=True,
+                                         terrain=terrain)
         render_seconds = time.perf_counter() - start
 
         write_mp4(frames, path, fps=video_fps)

@@ -1,5 +1,9 @@
 """`akd render RUN`: the run's motion rendered as 3D Gaussians over the checkerboard ground -> RUN/render.mp4.
 
+The ground is the run's terrain (:func:`~akd_core.model.terrain.run_terrain`): flat z = 0 unless the gait stage
+recorded stairs, a slope or rough ground, which are ray-cast under the Gaussians (:func:`render_video`'s
+``terrain``).
+
 The robot's :class:`~akd_core.render.gaussians.GaussianAsset` (surface samples of a real robot; skinned skin of a
 built-in
 creature) is posed by ``reference.npz`` (and by ``tracked.npz`` when present, in a second panel beside it) with
@@ -24,10 +28,12 @@ from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.robot import Robot, load_urdf
+from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import Motion, TrackedMotion
-from akd_core.render import follow_camera, render_video, resolve_backend, to_uint8_frames, write_mp4
+from akd_core.render import GroundConfig, follow_camera, render_video, resolve_backend, to_uint8_frames, write_mp4
 from akd_core.render.gaussians import GaussianAsset
 from akd_core.render.preview import draw_label
+from akd_core.render.terrain_cast import TerrainCaster
 
 RENDER_MP4 = "render.mp4"
 GAUSSIANS_PLY = "gaussians.ply"
@@ -62,12 +68,17 @@ def link_poses(fk: ForwardKinematics, motion: Motion) -> tuple[Tensor, Tensor]:
                   torch.as_tensor(motion.joint_pos, dtype=torch.float32))
 
 
+FRONT_AZIMUTH_DEG = -70.0  # the render's camera: front right of a robot walking along +x (follow_camera's default)
+UPHILL_RISE = 0.02  # m: a clip whose ground ends this much higher than it starts is watched from behind
+
+
 def panel_cameras(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width: int, height: int,
-                  max_points: int = 2048) -> list[tuple[Tensor, Tensor]]:
+                  max_points: int = 2048, terrain: Terrain | None = None) -> list[tuple[Tensor, Tensor]]:
     """One following camera (viewmats (F, 4, 4), K (3, 3)) per panel, all at the same distance.
 
     The cameras follow the bounding box of an evenly spaced subset of at most ``max_points`` Gaussians, which
-    keeps this cheap for long clips.
+    keeps this cheap for long clips. On a ``terrain`` whose ground under the clip ends higher than it starts
+    (stairs or a slope up) the view is mirrored to the rear right, so the risers and the rising ground face it.
     """
 
     subset = np.linspace(0, asset.num_gaussians - 1, min(max_points, asset.num_gaussians)).round().astype(int)
@@ -83,23 +94,35 @@ def panel_cameras(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], widt
         half_fov = min(math.atan(0.5 * width / float(K[0, 0])), math.atan(0.5 * height / float(K[1, 1])))
         d = 1.4 * radius / math.sin(half_fov)
         distance = d if distance is None else max(distance, d)
-    return [follow_camera(m, width, height, distance=distance) for m in means]
+    return [follow_camera(m, width, height, distance=distance, azimuth_deg=_azimuth(m, terrain)) for m in means]
+
+
+def _azimuth(means: Tensor, terrain: Terrain | None) -> float:
+    """The camera azimuth of a panel whose Gaussians are ``means`` (F, N, 3): from the front right, or from the rear
+    right when the terrain under the clip rises."""
+    if terrain is None or terrain.is_flat or len(means) < 2:
+        return FRONT_AZIMUTH_DEG
+    centre = (0.5 * (means.min(dim=1).values + means.max(dim=1).values))[[0, -1]].double().cpu().numpy()
+    start, end = terrain.height(centre[:, 0], centre[:, 1])
+    rising = np.isfinite(start) and np.isfinite(end) and end - start > UPHILL_RISE
+    return -180.0 - FRONT_AZIMUTH_DEG if rising else FRONT_AZIMUTH_DEG
 
 
 def render_clips(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width: int, height: int,
                  backend: str = "auto", chunk_frames: int = 8, labels: list[str] | None = None,
-                 progress: bool = True) -> np.ndarray:
+                 progress: bool = True, terrain: Terrain | None = None) -> np.ndarray:
     """Frames (F, H, P * W, 3) uint8 of P posed clips side by side (shorter clips hold their last frame).
 
-    poses: per clip (link_pos (F_p, L, 3), link_rot (F_p, L, 3, 3)).
+    poses: per clip (link_pos (F_p, L, 3), link_rot (F_p, L, 3, 3)). terrain: the ground (default flat z = 0).
     """
     from tqdm import tqdm
 
     backend = resolve_backend(backend)
     device = torch.device("cuda") if backend == "gsplat" else torch.device("cpu")
-    cameras = panel_cameras(asset, poses, width, height)
+    cameras = panel_cameras(asset, poses, width, height, terrain=terrain)
     num_frames = max(len(pos) for pos, _ in poses)
     colors, opacities = asset.colors_tensor(device=device), asset.opacities_tensor(device=device)
+    ground = None if terrain is None or terrain.is_flat else TerrainCaster(terrain, GroundConfig().max_distance)
     out = np.empty((num_frames, height, width * len(poses), 3), dtype=np.uint8)
     bar = tqdm(total=num_frames * len(poses), desc="render", unit="frame", disable=not progress, leave=False)
     for p, ((link_pos, link_rot), (viewmats, K)) in enumerate(zip(poses, cameras)):
@@ -109,7 +132,7 @@ def render_clips(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width
             with torch.no_grad():
                 means, covars = asset.pose(link_pos[ids].to(device), link_rot[ids].to(device))
                 frames = render_video(means, covars, colors, opacities, viewmats[ids].to(device), K.to(device),
-                                      width, height, backend=backend)
+                                      width, height, backend=backend, terrain=ground)
             out[start:start + len(ids), :, p * width:(p + 1) * width] = to_uint8_frames(frames)
             bar.update(len(ids))
     bar.close()
@@ -147,8 +170,9 @@ def stage_render(run: RunDir, width: int = 256, height: int = 256, backend: str 
         clips.append(motion_in_robot_order(robot, tracked, str(run.file(TRACKED))).resample(fps))
         labels.append("tracked")
     resolved = resolve_backend(backend)
+    terrain = run_terrain(run)
     config = {"width": width, "height": height, "backend": resolved, "n_gaussians": n_gaussians, "fps": fps,
-              "seed": seed, "clips": labels}
+              "seed": seed, "clips": labels, "terrain": terrain.spec}
     with run.running_stage("render", config) as metrics:
         start = time.perf_counter()
         asset = GaussianAsset.from_robot(robot, n_gaussians=n_gaussians, seed=seed)
@@ -157,7 +181,7 @@ def stage_render(run: RunDir, width: int = 256, height: int = 256, backend: str 
         fk = ForwardKinematics(robot)
         poses = [link_poses(fk, clip) for clip in clips]
         start = time.perf_counter()
-        frames = render_clips(asset, poses, width, height, resolved, chunk_frames, labels, progress)
+        frames = render_clips(asset, poses, width, height, resolved, chunk_frames, labels, progress, terrain)
         render_s = time.perf_counter() - start
         write_mp4(frames, run.file(RENDER_MP4), fps=fps)
         metrics.update({"frames": int(len(frames)), "panels": len(clips), "skinned": asset.skin is not None,

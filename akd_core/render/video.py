@@ -1,7 +1,7 @@
 """Rendering a posed Gaussian clip into video frames, and writing MP4 files.
 
 :func:`rasterize` picks the backend (gsplat on CUDA, pure torch elsewhere);
-:func:`render_video` adds the ground layer and returns frames (F, 3, H, W) in [0, 1],
+:func:`render_video` adds the ground layer (flat, or a run's terrain) and returns frames (F, 3, H, W) in [0, 1],
 differentiable with respect to means, covariances, colours and opacities;
 :func:`write_mp4` writes frames atomically with the ffmpeg shipped in imageio-ffmpeg.
 """
@@ -18,9 +18,17 @@ from torch import Tensor
 
 from akd_core.io.errors import ConfigError
 from akd_core.io.fileio import atomic_path
-from akd_core.render.ground import GroundConfig, mask_below_ground, render_ground
+from akd_core.model.terrain import Terrain
+from akd_core.render.ground import (
+    GroundConfig,
+    mask_below_ground,
+    mask_below_terrain,
+    render_ground,
+    render_terrain_ground,
+)
 from akd_core.render.gsplat_backend import gsplat_unavailable_reason, rasterize_gsplat
 from akd_core.render.rasterize_torch import rasterize_torch
+from akd_core.render.terrain_cast import TerrainCaster
 
 BACKENDS = ("auto", "torch", "gsplat")
 DEFAULT_GROUND = GroundConfig()  # frozen: a shared default, not state
@@ -69,6 +77,7 @@ def render_video(
     ground: GroundConfig | None = DEFAULT_GROUND,
     backend: str = "auto",
     background: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    terrain: Terrain | TerrainCaster | None = None,
 ) -> Tensor:
     """Render a posed Gaussian clip over the ground; returns frames (F, 3, H, W) in [0, 1].
 
@@ -81,12 +90,21 @@ def render_video(
         K: (3, 3) or (F, 3, 3) intrinsics.
         ground: checkerboard + sky layer (Gaussians below z = 0 get opacity 0), or None
             for a plain ``background`` colour.
+        terrain: the ground's shape when it is not flat z = 0 (a run's terrain, or its
+            :class:`~akd_core.render.terrain_cast.TerrainCaster`): the checker is drawn on its surface, Gaussians
+            below the surface get opacity 0, and where the surface is nearer the camera than the Gaussians' mean
+            depth (a step in front of a foot) it hides them. The ground layer is detached; gradients still reach
+            means, covariances, colours and opacities. None or flat: exactly the z = 0 ground.
     """
     if means.ndim != 3 or viewmats.ndim != 3 or means.shape[0] != viewmats.shape[0]:
         raise ConfigError(
             f"render: render_video needs means (F,N,3) and viewmats (F,4,4) with the same F, "
             f"got {tuple(means.shape)} and {tuple(viewmats.shape)}"
         )
+    flat = terrain is None or (terrain.terrain if isinstance(terrain, TerrainCaster) else terrain).is_flat
+    if ground is not None and not flat:
+        return _render_on_terrain(means, covars, colors, opacities, viewmats, K, width, height, ground, terrain,
+                                  backend)
     if ground is not None:
         opacities = mask_below_ground(means, opacities)
     rgb, alpha = rasterize(means, covars, colors, opacities, viewmats, K, width, height, backend=backend)
@@ -96,6 +114,29 @@ def render_video(
         bg = torch.tensor(background, dtype=rgb.dtype, device=rgb.device).expand_as(rgb)
     frames = rgb + (1.0 - alpha) * bg  # (F, H, W, 3)
     return frames.clamp(0.0, 1.0).permute(0, 3, 1, 2)
+
+
+def _render_on_terrain(means: Tensor, covars: Tensor, colors: Tensor, opacities: Tensor, viewmats: Tensor, K: Tensor,
+                       width: int, height: int, ground: GroundConfig, terrain: Terrain | TerrainCaster,
+                       backend: str) -> Tensor:
+    """:func:`render_video` over a terrain: the Gaussians are rasterized with one more channel, their camera depth,
+    so each ground sub-sample nearer than the Gaussians' mean depth at its pixel covers them."""
+    caster = terrain if isinstance(terrain, TerrainCaster) else TerrainCaster(terrain, ground.max_distance)
+    opacities = mask_below_terrain(means, opacities, caster.terrain)
+    frames = means.shape[0]
+    colors = colors.expand(frames, *colors.shape[-2:]) if colors.ndim == 2 else colors
+    depth = (means @ viewmats[:, 2, :3].unsqueeze(-1) + viewmats[:, 2, 3].reshape(-1, 1, 1)).detach()  # (F, N, 1)
+    rgbd, alpha = rasterize(means, covars, torch.cat([colors, depth.to(colors)], dim=-1), opacities, viewmats, K,
+                            width, height, backend=backend)
+    rgb, weighted_depth = rgbd[..., :3], rgbd[..., 3:].detach()  # (F, H, W, 3), (F, H, W, 1)
+    gauss_depth = torch.where(alpha.detach() > 1e-6, weighted_depth / alpha.detach().clamp_min(1e-6),
+                              torch.full_like(weighted_depth, float("inf")))
+    bg, bg_depth = render_terrain_ground(viewmats.detach().to(rgb), K.to(rgb), width, height, ground, caster,
+                                         means=means.detach().to(rgb))  # (F, H, W, S, 3), (F, H, W, S)
+    covers = (bg_depth < gauss_depth).to(rgb.dtype).unsqueeze(-1)  # (F, H, W, S, 1): the ground is in front
+    # each sub-sample: the ground where it covers the Gaussians, else the Gaussians over it; then the pixel's mean
+    per_sample = covers * bg + (1.0 - covers) * (rgb.unsqueeze(-2) + (1.0 - alpha.unsqueeze(-2)) * bg)
+    return per_sample.mean(dim=-2).clamp(0.0, 1.0).permute(0, 3, 1, 2)
 
 
 def gaussian_blur(frames: Tensor, sigma_px: float) -> Tensor:
