@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=None,
                         help="MPC annealing rounds per re-plan (default 1); adam: Adam steps per window")
     parser.add_argument("--noise", type=float, default=None, help="MPC knot noise, rad (default 0.04)")
-    parser.add_argument("--horizon", type=float, default=None, help="MPC horizon, s (default 0.4; bipeds 0.8)")
+    parser.add_argument("--horizon", type=float, default=None,
+                        help="MPC horizon, s (default 0.4, or 1.5 x the gait's swing on two feet where longer; "
+                             "bipeds 0.8)")
     parser.add_argument("--replan", type=float, default=None,
                         help="MPC re-plan period, s (default 0.06; bipeds 0.04)")
     parser.add_argument("--plan-dt", type=float, default=None,

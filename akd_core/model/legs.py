@@ -151,8 +151,16 @@ def find_legs(robot: Robot, feet: Sequence[str] | None = None) -> list[Leg]:
     """The legs of ``robot``, labelled and ordered front to back, left before right.
 
     feet: foot link names to use instead of detection (``--feet``). Raises KinematicTreeError naming the
-    fix when no legs are found (e.g. a robot arm) and ConfigError for unknown foot names.
+    fix when no legs are found (e.g. a robot arm, or a drone whose joints are all fixed) and ConfigError for
+    unknown foot names.
     """
+    if robot.num_dofs == 0:
+        source = robot.mjcf_path or robot.urdf_path or f"robot '{robot.name}'"
+        raise KinematicTreeError(
+            f"{source}: robot '{robot.name}' has no legs: none of its {len(robot.joints)} joints is actuated (all "
+            f"fixed), so no chain of >= {MIN_LEG_JOINTS} actuated joints ends in a foot, and --feet cannot name one "
+            f"either. AKD animates legged robots; if this one has legs, give their joints their real type (revolute, "
+            f"continuous or prismatic, with <limit>) in the robot file")
     link_pos, link_rot = rest_link_poses(robot)
     if feet:
         unknown = [f for f in feet if f not in robot.link_names]

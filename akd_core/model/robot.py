@@ -634,12 +634,24 @@ def _mesh_cache(mesh_cache: str | os.PathLike | None) -> Path:
     return cache / "mjcf_meshes"
 
 
+def is_ascii_stl(path: Path) -> bool:
+    """Whether an .stl file is ASCII ("solid ..." text), which MuJoCo cannot read (its decoder takes binary STL
+    only). A binary STL may also begin with "solid": it is told apart by its size, 84 bytes + 50 per face."""
+    with open(path, "rb") as f:
+        head = f.read(84)
+    if not head.lstrip().lower().startswith(b"solid"):
+        return False
+    return len(head) < 84 or path.stat().st_size != 84 + 50 * int.from_bytes(head[80:84], "little")
+
+
 def _mujoco_mesh_file(geom: Geometry, cache: Path) -> Path:
-    """A file MuJoCo can read for this mesh (STL/OBJ as is; anything else converted to STL once)."""
+    """A file MuJoCo can read for this mesh (binary STL, OBJ, MSH as is; anything else, ASCII STL included,
+    converted to binary STL once)."""
     if geom.mesh_path is None:
         raise MeshNotFoundError(f"mesh '{geom.mesh_uri}' was not resolved to a file; load the URDF with mesh "
                                 "resolution (and --package-path) to export MJCF")
-    if geom.mesh_path.suffix.lower() in MUJOCO_MESH_SUFFIXES:
+    suffix = geom.mesh_path.suffix.lower()
+    if suffix in MUJOCO_MESH_SUFFIXES and not (suffix == ".stl" and is_ascii_stl(geom.mesh_path)):
         return geom.mesh_path
     import trimesh
 

@@ -1248,8 +1248,8 @@ def save_run_terrain(run, terrain: Terrain, root_xy: np.ndarray, notes: Sequence
 
 
 def run_terrain(run) -> Terrain:
-    """The terrain a run was made on: its manifest's spec re-parsed where it is procedural (exact edges), else
-    RUN/terrain.npz, else flat ground."""
+    """The terrain a run was made on: its manifest's spec re-parsed where it is procedural, or its MJCF scene read
+    again while the file is there (exact edges), else RUN/terrain.npz, else flat ground."""
     from akd_core.io.rundir import TERRAIN
 
     info = run.manifest().get("terrain") or {}
@@ -1260,6 +1260,11 @@ def run_terrain(run) -> Terrain:
         try:
             return parse_terrain_spec(spec, source=f"{run.path}/manifest.json terrain.spec")
         except ConfigError:
+            pass
+    if spec.lower().endswith(".xml") and Path(spec).is_file():  # an MJCF scene: its exact boxes and height fields
+        try:
+            return Terrain.from_mjcf(spec)
+        except (ConfigError, MJCFError):
             pass
     if run.file(TERRAIN).exists():
         return Terrain.from_npz(run.file(TERRAIN))

@@ -15,6 +15,12 @@ Definitions (per clip of F frames, K feet):
   where its toe stays put.
 - ``penetration_m``: max depth below z = 0 of any geometry point of any link (box/mesh corners, cylinder
   rims; spheres and capsules exactly, by centre minus radius) and of every foot contact point; 0 if none.
+- On a ``terrain`` (:class:`akd_core.model.terrain.Terrain`) every height above is measured from the surface
+  straight under the point instead of z = 0, along the surface's normal there (``(z - height) * normal_z``: the
+  depth below a slope, not the vertical distance): penetration, the contact height of stance, swing clearance.
+  ``feet_on_edges_frac`` (only with a terrain; 0 on flat ground): the fraction of stance (frame, foot) pairs whose
+  contact point (with parts: a part that is down) lies within ``EDGE_NEAR_M`` of a terrain edge
+  (``Terrain.edge_distance``: stair nosings, step borders).
 - ``swing_clearance_m``: mean over swing phases (runs of non-stance frames) of the foot's highest point (of its
   lowest contact part, with parts).
 - ``contact_schedule_match``: fraction of (frame, foot) pairs where the derived contact (contact point,
@@ -41,6 +47,7 @@ from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
 
 CONTACT_HEIGHT_M = 0.01  # a foot's contact point below this height counts as touching the ground
+EDGE_NEAR_M = 0.02  # a stance foot's contact point this close to a terrain edge counts as standing on the edge
 
 
 def geometry_points(robot: Robot, use: str = "collision") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -100,7 +107,7 @@ class _GeometryView:
 def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, fps: float,
                    foot_names: Sequence[str], foot_offsets: np.ndarray, foot_contacts: np.ndarray | None = None,
                    contact_height_m: float = CONTACT_HEIGHT_M, contact_points: np.ndarray | None = None,
-                   contact_parts: np.ndarray | None = None) -> dict[str, Any]:
+                   contact_parts: np.ndarray | None = None, terrain: Any = None) -> dict[str, Any]:
     """Quality metrics of a clip (see the module docstring for each definition).
 
     root_pos (F,3) m, root_quat (F,4) xyzw, joint_pos (F,J) in ``robot.joint_names`` order, fps frames/s,
@@ -108,6 +115,8 @@ def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, jo
     foot_contacts (F,K) bool intended stance or None (then derived from the contact-point height);
     contact_points (K,P,3) the parts of each foot that touch the ground (heel, toe; ``Motion.contact_points()``)
     and contact_parts (F,K,P) which are intended down, or None (derived from their heights).
+    terrain: the ground heights are measured from (an :class:`akd_core.model.terrain.Terrain`; None: z = 0, and no
+    ``feet_on_edges_frac``).
     Returns a dict of plain floats (and ``duty_factor_per_foot``: {foot: float}).
     """
     root_pos = np.asarray(root_pos, dtype=np.float64)
@@ -127,7 +136,7 @@ def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, jo
         lowest = np.inf
         if len(idx):
             world = ForwardKinematics.transform_points(link_pos, link_rot, torch.as_tensor(idx), torch.as_tensor(pts))
-            lowest = float((world[..., 2].numpy() - radius).min())
+            lowest = float((above_ground(world.numpy(), terrain) - radius).min())
         feet = foot_positions(robot, link_pos, link_rot, foot_names, foot_offsets)  # (F, K, 3)
         parts = None
         if contact_points is not None:
@@ -138,13 +147,25 @@ def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, jo
             names = [n for n in foot_names for _ in range(cp.shape[1])]
             parts = foot_positions(robot, link_pos, link_rot, names, cp.reshape(-1, 3)).reshape(
                 frames, cp.shape[0], cp.shape[1], 3)  # (F, K, P, 3)
+    if terrain is not None and not terrain.is_flat:  # heights above the surface under each point (x, y kept)
+        feet, parts = (None if a is None else np.concatenate([a[..., :2], above_ground(a, terrain)[..., None]], -1)
+                       for a in (feet, parts))
     if feet.shape[1]:
         lowest = min(lowest, float(feet[..., 2].min()))
     out: dict[str, Any] = {"penetration_m": float(max(0.0, -lowest)) if np.isfinite(lowest) else 0.0}
     out.update(_joint_metrics(robot, joint_pos, fps))
-    out.update(_foot_metrics(feet, foot_names, foot_contacts, fps, contact_height_m, parts, contact_parts))
+    out.update(_foot_metrics(feet, foot_names, foot_contacts, fps, contact_height_m, parts, contact_parts, terrain))
     out.update(_root_metrics(root_pos, root_quat, fps))
     return out
+
+
+def above_ground(points: np.ndarray, terrain: Any = None) -> np.ndarray:
+    """Height (...) of ``points`` (..., 3) above ``terrain`` (None or flat: z itself), along the surface's normal
+    under each point: ``(z - height) * normal_z`` (negative: below it)."""
+    if terrain is None or terrain.is_flat:
+        return points[..., 2]
+    height, normal = terrain.surface(points[..., 0], points[..., 1])
+    return (points[..., 2] - height) * normal[..., 2]
 
 
 def foot_positions(robot: Robot, link_pos: torch.Tensor, link_rot: torch.Tensor, foot_names: Sequence[str],
@@ -176,8 +197,9 @@ def _joint_metrics(robot: Robot, joint_pos: np.ndarray, fps: float) -> dict[str,
 
 def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np.ndarray | None, fps: float,
                   contact_height_m: float, parts: np.ndarray | None = None,
-                  part_contacts: np.ndarray | None = None) -> dict[str, Any]:
-    """feet (F,K,3) contact points; parts (F,K,P,3) contact parts or None, part_contacts (F,K,P) or None."""
+                  part_contacts: np.ndarray | None = None, terrain: Any = None) -> dict[str, Any]:
+    """feet (F,K,3) contact points; parts (F,K,P,3) contact parts or None, part_contacts (F,K,P) or None; their
+    z are heights above the ground. terrain: report ``feet_on_edges_frac`` against its edges (None: not at all)."""
     frames, num_feet = feet.shape[:2]
     height = feet[..., 2] if parts is None else parts[..., 2].min(-1)  # (F, K) the foot's lowest contact
     derived = height < contact_height_m  # (F, K)
@@ -205,6 +227,8 @@ def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np
             down = np.asarray(part_contacts, dtype=bool).reshape(parts.shape[:3])
         speed = np.linalg.norm(np.diff(parts[..., :2], axis=0), axis=-1) * fps  # (F-1, K, P)
         both = down[1:] & down[:-1]
+    if terrain is not None:
+        out["feet_on_edges_frac"] = _on_edges(terrain, stance, feet, parts, contact_height_m)
     out["foot_skate_mps"] = float(speed[both].mean()) if both.any() else 0.0
     out["foot_skate_max_mps"] = float(speed[both].max()) if both.any() else 0.0
     out["swing_clearance_m"] = _swing_clearance(height, stance)
@@ -212,6 +236,20 @@ def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np
     out["duty_factor"] = float(duty.mean())
     out["duty_factor_per_foot"] = {str(n): float(d) for n, d in zip(foot_names, duty)}
     return out
+
+
+def _on_edges(terrain: Any, stance: np.ndarray, feet: np.ndarray, parts: np.ndarray | None,
+              contact_height_m: float) -> float:
+    """Fraction of stance (frame, foot) pairs (F,K) whose contact point (feet (F,K,3); with parts (F,K,P,3): a part
+    below the contact height) lies within EDGE_NEAR_M of an edge of ``terrain``; 0 without edges or stance."""
+    if terrain.is_flat or not len(terrain.edges) or not stance.any():
+        return 0.0
+    if parts is None:
+        xy = feet[stance][..., :2]  # (S, 2)
+        return float((terrain.edge_distance(xy[:, 0], xy[:, 1]) < EDGE_NEAR_M).mean())
+    points = parts[stance]  # (S, P, 3)
+    near = terrain.edge_distance(points[..., 0], points[..., 1]) < EDGE_NEAR_M
+    return float((near & (points[..., 2] < contact_height_m)).any(-1).mean())
 
 
 def _swing_clearance(height: np.ndarray, stance: np.ndarray) -> float:
@@ -240,4 +278,4 @@ def _root_metrics(root_pos: np.ndarray, root_quat: np.ndarray, fps: float) -> di
     return {"speed_mps": forward, "root_speed_mps": net}
 
 
-__all__ = ["CONTACT_HEIGHT_M", "motion_metrics", "geometry_points", "foot_positions"]
+__all__ = ["CONTACT_HEIGHT_M", "EDGE_NEAR_M", "above_ground", "motion_metrics", "geometry_points", "foot_positions"]

@@ -101,7 +101,8 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
         run.set_stage("gait", config=config)
         quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
                                  motion.foot_names, motion.foot_offsets, motion.foot_contacts,
-                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
+                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts(),
+                                 terrain=ground)
         metrics.update(quality)
         metrics.update(ik_foot_error_m=result.ik_error_m, asked_speed_mps=float(spec.speed),
                        speed_command_mps=result.spec.speed, frequency_hz=result.spec.frequency,
@@ -159,7 +160,8 @@ def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str
         run.set_stage("gait", config=config)
         quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
                                  motion.foot_names, motion.foot_offsets, motion.foot_contacts,
-                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts())
+                                 contact_points=motion.contact_points(), contact_parts=motion.contact_parts(),
+                                 terrain=ground)
         metrics.update(quality)
         metrics.update(ik_foot_error_m=result.ik_error_m, num_frames=motion.num_frames,
                        joint_effort_ratio=result.effort_ratio, num_segments=len(segments),

@@ -8,7 +8,8 @@ from the first state is reported (``open_loop_*``, the whole clip unless ``open_
 construction (no feedback, chaotic contact) and is not a pass/fail figure. The contact models differ on purpose
 (MuJoCo: soft constraints with a true Coulomb cone; Newton Featherstone: penalty springs with a viscous friction
 slope capped at mu N), which is what makes the check informative: targets that only work through one engine's
-contact quirks fail it.
+contact quirks fail it. Both engines stand on the same terrain: the run's (:func:`akd_core.model.terrain.run_terrain`),
+flat ground when it recorded none.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from akd_core.io.fileio import write_json_atomic
 from akd_core.io.rundir import CROSSCHECK, TRACKED, RunDir
 from akd_core.model.load import load_run_robot
 from akd_core.model.robot import Robot
+from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import TrackedMotion
 from akd_core.physics.engines import make_engine, other_engine
 from akd_core.physics.engines.base import BodyState, Feet, mass_links
@@ -42,8 +44,9 @@ def tracked_states(tracked: TrackedMotion) -> BodyState:
 def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str,
                window_s: float = DEFAULT_WINDOW_S, open_loop_s: float | None = DEFAULT_OPEN_LOOP_S,
                threshold_rad: float = DEFAULT_THRESHOLD_RAD, sim_dt: float | None = None,
-               device: str | None = None) -> dict[str, Any]:
-    """Replay ``tracked`` in ``engine`` (windowed + open loop) and compare with its stored states.
+               device: str | None = None, terrain: Terrain | None = None) -> dict[str, Any]:
+    """Replay ``tracked`` in ``engine`` (windowed + open loop) on ``terrain`` (None: flat ground; the one it was
+    tracked on) and compare with its stored states.
 
     Newton's penalty contact is explicit: on light feet its 1 ms step is not converged (go2's 40 g feet: windowed
     joint RMSE 0.096 rad at 1 ms, 0.0125 at 0.5 ms, 0.0094 at 0.25 ms). Unless ``sim_dt`` is given, a failing
@@ -53,33 +56,35 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
     refinements = 0
     bound = sim_dt if sim_dt is not None else DEFAULT_SIM_DT[engine]
     while True:
-        result = _windows_at(robot, tracked, physics, engine, window_s, threshold_rad, bound, device)
+        result = _windows_at(robot, tracked, physics, engine, window_s, threshold_rad, bound, device, terrain)
         if result["passed"] or sim_dt is not None or refinements == STEP_REFINEMENTS:
             break
         refinements += 1
         bound /= 2
     result["step_refinements"] = refinements
     if open_loop_s is None or open_loop_s > 0:
-        result.update(_open_loop_at(robot, tracked, physics, engine, open_loop_s, bound, device))
+        result.update(_open_loop_at(robot, tracked, physics, engine, open_loop_s, bound, device, terrain))
+    result["terrain"] = (terrain or Terrain.flat()).spec
     return result
 
 
 def _replayer(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, bound: float,
-              device: str | None, worlds: int):
+              device: str | None, worlds: int, terrain: Terrain | None = None):
     """The replaying engine at the largest step <= ``bound`` that divides the control period, sized for ``worlds``
     (Newton: its model is built once for the batch; every world costs a full step on CPU)."""
     steps = max(1, int(np.ceil(tracked.dt / bound - 1e-9)))
     return make_engine(engine, robot, physics, tracked.dt / steps, steps, Feet((), np.zeros((0, 3))),
-                       mass_links(robot), device=device, worlds=worlds)
+                       mass_links(robot), device=device, worlds=worlds, terrain=terrain)
 
 
 def _windows_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, window_s: float,
-                threshold_rad: float, bound: float, device: str | None) -> dict[str, Any]:
+                threshold_rad: float, bound: float, device: str | None,
+                terrain: Terrain | None = None) -> dict[str, Any]:
     """Every window replayed from the tracked state at its start, all windows in one batch: the pass/fail figure."""
     dt, frames = tracked.dt, tracked.num_steps
     window = max(1, min(frames - 1, int(round(window_s / dt))))
     starts_at = list(range(0, frames - 1, window))
-    sim = _replayer(robot, tracked, physics, engine, bound, device, len(starts_at))
+    sim = _replayer(robot, tracked, physics, engine, bound, device, len(starts_at), terrain)
     states = tracked_states(tracked)
     targets = np.asarray(tracked.pd_targets, dtype=np.float64)
     batch_targets, ends = [], []
@@ -104,12 +109,13 @@ def _windows_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, en
 
 
 def _open_loop_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str,
-                  open_loop_s: float | None, bound: float, device: str | None) -> dict[str, Any]:
+                  open_loop_s: float | None, bound: float, device: str | None,
+                  terrain: Terrain | None = None) -> dict[str, Any]:
     """The clip's first ``open_loop_s`` (None: all of it) replayed from its first state without feedback: it drifts
     by construction, reported beside the check, never judged."""
     dt, frames = tracked.dt, tracked.num_steps
     horizon = frames - 1 if open_loop_s is None else max(1, min(frames - 1, int(round(open_loop_s / dt))))
-    sim = _replayer(robot, tracked, physics, engine, bound, device, 1)
+    sim = _replayer(robot, tracked, physics, engine, bound, device, 1, terrain)
     states = tracked_states(tracked)
     loop = sim.rollout(sim.start(states[0]), np.asarray(tracked.pd_targets, dtype=np.float64)[None, :horizon + 1])
     dq = loop.states.joint_pos[0] - states.joint_pos[:horizon + 1]
@@ -121,7 +127,8 @@ def _open_loop_at(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, 
 def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_rad: float = DEFAULT_THRESHOLD_RAD,
                      open_loop_s: float | None = DEFAULT_OPEN_LOOP_S, engine: str | None = None,
                      device: str | None = None) -> dict[str, Any]:
-    """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz -> RUN/crosscheck.json (+ manifest)."""
+    """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz on the run's terrain -> RUN/crosscheck.json
+    (+ manifest)."""
     robot = load_run_robot(run)
     tracked = TrackedMotion.load(run.require(TRACKED, f"akd track {run.path}"))
     track = run.stage("track").get("metrics", {})
@@ -129,7 +136,8 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
     engine = engine or other_engine(track.get("engine", "newton"))
     config = {"window_s": window_s, "threshold_rad": threshold_rad, "open_loop_s": open_loop_s, "engine": engine}
     with run.running_stage("crosscheck", config) as metrics:
-        result = crosscheck(robot, tracked, physics, engine, window_s, open_loop_s, threshold_rad, device=device)
+        result = crosscheck(robot, tracked, physics, engine, window_s, open_loop_s, threshold_rad, device=device,
+                            terrain=run_terrain(run))
         write_json_atomic(run.file(CROSSCHECK), result)
         metrics.update(result)
     return metrics
@@ -141,7 +149,7 @@ def crosscheck_when_told(run_path: str, device: str | None, conn) -> None:
     and send back ("done", None) or ("failed", the exception)."""
     try:
         run = RunDir(run_path)
-        warm_up(load_run_robot(run), device)
+        warm_up(load_run_robot(run), device, run_terrain(run))
         if conn.recv() != "go":
             return
         stage_crosscheck(run, device=device)
@@ -155,13 +163,13 @@ def crosscheck_when_told(run_path: str, device: str | None, conn) -> None:
             conn.send(("failed", AKDError(f"cross-check failed: {type(exc).__name__}: {exc}")))
 
 
-def warm_up(robot: Robot, device: str | None = None) -> None:
-    """Import Newton and load (on a cold cache: compile) every Warp kernel a Newton replay of ``robot`` launches, by
-    stepping one world for two control periods (eager, then graph-captured). A failure here is left to the real
-    cross-check to report."""
+def warm_up(robot: Robot, device: str | None = None, terrain: Terrain | None = None) -> None:
+    """Import Newton and load (on a cold cache: compile) every Warp kernel a Newton replay of ``robot`` on
+    ``terrain`` launches, by stepping one world for two control periods (eager, then graph-captured). A failure
+    here is left to the real cross-check to report."""
     try:
         engine = make_engine("newton", robot, default_physics(robot), 1e-3, 2, Feet((), np.zeros((0, 3))),
-                             mass_links(robot), device=device)
+                             mass_links(robot), device=device, terrain=terrain)
         zeros = np.zeros(robot.num_dofs)
         state = BodyState(np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, 0.0, 1.0]), zeros, np.zeros(3), np.zeros(3),
                           zeros)

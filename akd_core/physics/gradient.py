@@ -39,7 +39,7 @@ from akd_core.model.spatial import quat_to_matrix
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.engines.newton import kernels, newton_model
 from akd_core.physics.engines.warp_runtime import import_newton, resolve_device
-from akd_core.physics.metrics import fall_warning, tracking_metrics, tracks_better
+from akd_core.physics.metrics import fall_warning, require_colliding_feet, tracking_metrics, tracks_better
 from akd_core.physics.params import PhysicsParams, default_physics
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose, substep_targets
 
@@ -426,6 +426,7 @@ def build_problem(robot: Robot, motion: Motion, cfg: AdamConfig) -> TrackingProb
     reference = motion if abs(motion.fps - hz) < 1e-9 else motion.resample(hz)
     if reference.num_frames < 2:
         raise MotionError("the reference clip needs at least two frames at the control rate to track")
+    require_colliding_feet(robot, reference)
     physics = default_physics(robot, kp=cfg.kp, kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu)
     device = resolve_device(cfg.device)
     sim = NewtonSim(robot, physics, sim_dt, steps, device=device, graph_capture=cfg.graph_capture)

@@ -1,5 +1,5 @@
 """Figures of a tracked motion against its reference, shared by every method and engine (the manifest's
-``track`` metrics)."""
+``track`` metrics). Heights are measured from the terrain the clip was tracked on (flat ground: z = 0)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from akd_core.io.errors import AKDError
+from akd_core.io.errors import AKDError, URDFError
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.legs import find_legs, rest_link_poses, welded_links
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
+from akd_core.model.terrain import Terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.motion.metrics import motion_metrics
 
 FALL_TILT_DEG = 60.0
 FALL_HEIGHT_FRACTION = 0.5
 SATURATION_FRACTION = 0.99
-SHARED_METRICS = ("foot_skate_mps", "foot_skate_max_mps", "penetration_m", "speed_mps", "root_speed_mps")
+SHARED_METRICS = ("foot_skate_mps", "foot_skate_max_mps", "penetration_m", "speed_mps", "root_speed_mps",
+                  "feet_on_edges_frac")
 
 
 def heading_deg(root_quat: np.ndarray) -> np.ndarray:
@@ -134,10 +136,28 @@ def contact_schedule(robot: Robot, ref: Motion) -> ContactSchedule:
     return ContactSchedule(tuple(names), points, np.asarray(foot_of), intended)
 
 
+def require_colliding_feet(robot: Robot, ref: Motion) -> None:
+    """URDFError naming the feet of ``ref`` that no collision geometry carries (neither the foot link nor a link
+    fixed to it): in an engine such a foot never touches the ground, so a clip would be tracked on whatever else
+    collides (simple_humanoid's body cylinder) or fall through the floor (a URDF with visuals only)."""
+    schedule = contact_schedule(robot, ref)
+    bare = sorted({name for name in schedule.names if not robot.links[robot.link_index(name)].collisions})
+    if not bare:
+        return
+    source = robot.mjcf_path or robot.urdf_path or f"robot '{robot.name}'"
+    seen = [n for n in bare if any(robot.links[robot.link_index(w)].visuals for w in welded_links(robot, n))]
+    what = (f"{seen} have only <visual> geometry" if seen == bare else
+            "no geometry at all" if not seen else f"{seen} have only <visual> geometry, the others none")
+    raise URDFError(f"{source}: the feet {bare} of robot '{robot.name}' have no collision geometry, nor has any link "
+                    f"fixed to them ({what}), so in simulation they cannot touch the ground. Fix: give each of these "
+                    f"links a <collision> element (a copy of its <visual> geometry, or a <box> sole) in the robot "
+                    f"file, or make the gait again with --feet LINK,... naming foot links that have one")
+
+
 def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: TrackedMotion, torque_peak: np.ndarray,
                      effort: np.ndarray, link_names: list[str], diverged: bool = False,
                      slip_mps: float | None = None, ref_link_pos: np.ndarray | None = None,
-                     schedule_match: float | None = None) -> dict[str, Any]:
+                     schedule_match: float | None = None, terrain: Terrain | None = None) -> dict[str, Any]:
     """Errors of ``tracked`` against ``ref`` (same control rate; reference raised by ``height_shift`` m as the start
     state was), plus the quality metrics every stage shares.
 
@@ -145,12 +165,15 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     ``final_root_err_m`` (horizontal root distance at the last frame);
     ``root_height_err_m`` / ``root_height_err_max_m`` (mean / max |z - z_ref| of the root);
     ``heading_err_deg`` (final frame, signed: tracked minus reference yaw) and ``max_heading_err_deg``;
-    ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height, or a blown-up simulation);
+    ``max_tilt_deg``; ``fell`` (tilt > 60 deg, root below half its start height above the ground under it, or a
+    blown-up simulation: a robot that walked down stairs has not fallen);
     ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
     the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
-    ``contact_schedule_match``. ``ref_link_pos`` (T, L, 3): the raised reference's ``link_names`` positions when the
-    caller has them already (FK of the reference otherwise). ``schedule_match``: the contact schedule match when
+    ``contact_schedule_match``, ``feet_on_edges_frac`` (stance frames of feet within 2 cm of a terrain edge; 0 on
+    flat ground). ``terrain`` (None: flat ground): the surface heights, penetration and falls are measured from.
+    ``ref_link_pos`` (T, L, 3): the raised reference's ``link_names`` positions when the caller has them already
+    (FK of the reference otherwise). ``schedule_match``: the contact schedule match when
     the caller measured it from the engine's contacts (the height-based one otherwise).
     """
 
@@ -166,8 +189,12 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
                               torch.as_tensor(ref.joint_pos, dtype=torch.float64))[0].numpy()[:, ids]
     up_z = quat_to_matrix(tracked.root_quat.astype(np.float64))[:, 2, 2]
     tilt_deg = np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))
-    height0 = float(tracked.root_pos[0, 2])
-    collapsed = bool(np.any(tracked.root_pos[:, 2] < FALL_HEIGHT_FRACTION * height0)) if height0 > 0 else False
+    terrain = terrain if terrain is not None else Terrain.flat()
+    root_height = tracked.root_pos[:, 2].astype(np.float64)  # above the ground under the root
+    if not terrain.is_flat:
+        root_height = root_height - terrain.height(tracked.root_pos[:, 0], tracked.root_pos[:, 1])
+    height0 = float(root_height[0])
+    collapsed = bool(np.any(root_height < FALL_HEIGHT_FRACTION * height0)) if height0 > 0 else False
     heading_err = wrap_deg(heading_deg(tracked.root_quat) - heading_deg(ref.root_quat))
     effort = np.asarray(effort, dtype=np.float64)
     out: dict[str, Any] = {
@@ -192,6 +219,7 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     feet, offsets, intended = feet_of(robot, ref)
     args = (robot, tracked.root_pos, tracked.root_quat, tracked.joint_pos, 1.0 / tracked.dt, feet, offsets)
     parts = {"contact_points": ref.contact_points()} if len(ref.foot_names) else {}
+    parts["terrain"] = terrain
     # stance from the simulated heights of the contact parts: a part on the ground that slides skates
     shared = motion_metrics(*args, **parts)
     for key in SHARED_METRICS:

@@ -1,7 +1,7 @@
 """The rules every PD-target sequence obeys, shared by the sampling tracker, the gradient method and the engines.
 
 - :func:`control_rate`: the control period and the simulation substeps inside it;
-- :func:`start_pose`: the first reference frame set down on the ground;
+- :func:`start_pose`: the first reference frame set down on the ground (or the terrain);
 - :func:`max_target_step` / :func:`rate_limited`: targets never ask for more than ``VELOCITY_LIMIT_FRACTION`` of a
   joint's URDF velocity limit (the ROS nodes refuse commands beyond the limits);
 - :func:`substep_targets`: targets interpolated linearly between control frames, as every engine applies them.
@@ -20,6 +20,7 @@ import torch
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.model.kinematics import ForwardKinematics, geometry_corners
 from akd_core.model.robot import Robot
+from akd_core.model.terrain import Terrain
 from akd_core.motion.clip import Motion
 
 VELOCITY_LIMIT_FRACTION = 0.98  # PD targets never ask for more than this fraction of the URDF velocity limit
@@ -37,9 +38,10 @@ def control_rate(motion: Motion, control_hz: float | None, sim_dt: float) -> tup
     return hz, steps, 1.0 / (hz * steps)
 
 
-def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
-    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0.
-    Returns root_pos (3,) and the applied vertical shift (m)."""
+def start_pose(robot: Robot, motion: Motion, terrain: Terrain | None = None) -> tuple[np.ndarray, float]:
+    """First reference frame lowered (or raised) until the lowest geometry point touches z = 0, or, on ``terrain``
+    (an :class:`akd_core.model.terrain.Terrain`), the surface straight under it: the shift is the least height of
+    the geometry points above the terrain. Returns root_pos (3,) and the applied vertical shift (m)."""
     link_idx, points = geometry_corners(robot)
     if len(points) == 0:
         raise MotionError(f"robot '{robot.name}' has no collision or visual geometry to stand on")
@@ -48,7 +50,9 @@ def start_pose(robot: Robot, motion: Motion) -> tuple[np.ndarray, float]:
                            torch.as_tensor(motion.root_quat[:1], dtype=torch.float64),
                            torch.as_tensor(motion.joint_pos[:1], dtype=torch.float64),
                            torch.as_tensor(link_idx), torch.as_tensor(points))
-    shift = -float(world[0, :, 2].min())
+    points = world[0].detach().numpy()
+    ground = 0.0 if terrain is None or terrain.is_flat else terrain.height(points[:, 0], points[:, 1])
+    shift = -float((points[:, 2] - ground).min())
     return motion.root_pos[0].astype(np.float64) + np.array([0.0, 0.0, shift]), shift
 
 

@@ -30,6 +30,7 @@ from akd_core.io.rundir import REFERENCE, TRACKED, RunDir
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.load import load_run_robot
 from akd_core.model.robot import Robot
+from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
@@ -43,6 +44,7 @@ from akd_core.physics.metrics import (
     contact_schedule,
     fall_warning,
     feet_of,
+    require_colliding_feet,
     stance_slip,
     tracking_metrics,
     tracks_better,
@@ -50,7 +52,7 @@ from akd_core.physics.metrics import (
 from akd_core.physics.params import GRAVITY, KP_PER_KG_MPC, PhysicsParams, default_physics
 from akd_core.physics.planner import PlanResult, SamplingConfig, SamplingPlanner
 from akd_core.physics.targets import control_rate, max_target_step, rate_limited, start_pose
-from akd_core.physics.verdict import TrackingLimits, judge_tracking, motion_class
+from akd_core.physics.verdict import TrackingLimits, judge_segments, judge_tracking, motion_class
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,8 @@ class TrackingConfig:
     samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
-    horizon_s: float | None = None  # planning horizon (default 0.4 s, 0.8 for bipeds)
+    # planning horizon (default 0.4 s, or SWING_HORIZON_FACTOR x the reference's swing where longer; bipeds 0.8 s)
+    horizon_s: float | None = None
     replan_s: float | None = None  # executed between re-plans (DEFAULT_REPLAN_S, bipeds BIPED_REPLAN_S)
     # MuJoCo step of the planner's rollouts (s): None = BIPED_PLAN_STEP_FACTOR x the tracking step for bipeds (where
     # the control period holds a whole number of them), the tracking step itself for other robots and at 0; what is
@@ -157,6 +160,16 @@ LEGGED_WEIGHTS = CostWeights(orientation=1.0, velocity=0.5, drift_time_s=0.2)
 DEFAULT_REPLAN_S = 0.06
 BIPED_REPLAN_S = 0.04
 
+# Robots with three or more feet plan at least this many times the reference's unsupported swing ahead
+# (:func:`swing_seconds`), on the knot grid: a plan that ends soon after the swinging feet are down cannot see where
+# their stance takes the body. Measured (docs/tracking.md, "Horizon and swing"; 4 s clips, `--feedforward-ok 0`, first
+# attempt, seeds 0/1/2; 2026-11-29, c0b39e8): ANYmal C "trot forward" (0.81 m/s, velocity-limited, swing 0.38 s) 0.075 /
+# 0.061 / 0.055 m with the 0.4 s horizon, 0.029 / 0.025 / 0.024 m with 0.6 s in fewer rollouts (re-planning every
+# 0.04 s instead: 0.036 / 0.025 / 0.022 m); a1's 0.6 m/s trot (swing 0.34 s) 0.030 / 0.020 / 0.024 -> 0.019 / 0.021 /
+# 0.021 m with 0.5 s. HyQ's trot (swing 0.26 s) keeps 0.4 s (0.5 s: no better), as do the "trot forward" clips of
+# a1, laikago and go1 and every walk (three feet down).
+SWING_HORIZON_FACTOR = 1.5
+
 # Robots with three or more feet plan in a model whose ball-like mesh feet are spheres (MujocoEngine's
 # simple_contacts; the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's
 # planning step 40 -> 23 us (4.6 -> 1.5 contacts per step).
@@ -201,6 +214,7 @@ class Setup:
     knot: int
     settle_m: float = 0.0  # a warm-started plan predicting a link error below this is executed unsampled (0: never)
     boost_m: float = 0.0  # ... above this, the window is planned with BOOST_SAMPLES_FACTOR x the samples (0: never)
+    terrain: Terrain = field(default_factory=Terrain.flat)  # what both engines simulate and the metrics measure from
 
 
 def feedforward_targets(robot: Robot, reference: Motion, physics: PhysicsParams, enabled: bool = True,
@@ -224,19 +238,52 @@ def is_biped(robot: Robot, reference: Motion) -> bool:
     return 0 < len(feet) <= 2
 
 
+def swing_seconds(reference: Motion) -> float | None:
+    """The reference's unsupported swing (s): the median time a foot stays up while at most two feet carry the body
+    (a trot's or a bound's swing: the body rocks on a line or flies until the foot is down; a walk's swings, with
+    three feet down, do not count), from its intended stance (``foot_contacts``), leaving out the swings cut by the
+    clip's ends. None when there is no such swing (no schedule, a stand, a walk)."""
+    if reference.foot_contacts is None or not reference.foot_contacts.any():
+        return None
+    down = np.asarray(reference.foot_contacts, dtype=bool)  # (T, K)
+    line_support = down.sum(axis=1) <= 2  # (T,)
+    swings = []
+    for up in (~down & line_support[:, None]).T:  # (T,) per foot
+        edges = np.flatnonzero(np.diff(np.r_[False, up, False].astype(np.int8)))  # starts and ends of each swing
+        starts, ends = edges[::2], edges[1::2]
+        inside = (starts > 0) & (ends < len(up))
+        swings.append(ends[inside] - starts[inside])
+    frames = np.concatenate(swings)
+    return float(np.median(frames)) / reference.fps if len(frames) else None
+
+
+def default_horizon_s(cfg: TrackingConfig, reference: Motion, biped: bool) -> float:
+    """0.8 s for bipeds (a balance horizon: a fall announces itself late); else 0.4 s, or SWING_HORIZON_FACTOR x
+    the reference's unsupported swing (:func:`swing_seconds`) rounded to the knot grid where that is longer (a slow
+    trot's or bound's long swings)."""
+    if biped:
+        return 0.8
+    swing = swing_seconds(reference)
+    if swing is None:
+        return 0.4
+    knots = int(np.floor(SWING_HORIZON_FACTOR * swing / cfg.knot_s + 0.5))
+    return max(0.4, round(knots * cfg.knot_s, 6))
+
+
 def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
           device: str) -> tuple[SamplingConfig, float, CostWeights]:
     """Sampling settings, horizon and cost weights from the robot and device. Bipeds (two feet) balance on a narrow
     support: they need a longer look-ahead (0.8 s: a fall announces itself late), twice the samples and
-    :data:`BIPED_WEIGHTS`; other legged robots get :data:`LEGGED_WEIGHTS`. The knot noise is 0.04 rad for every
-    robot: around the inverse-dynamics feedforward the wider 0.15 rad bipeds needed before made the ostrich walk
-    0.094 m off instead of 0.024 (docs/tracking.md)."""
+    :data:`BIPED_WEIGHTS`; other legged robots get :data:`LEGGED_WEIGHTS` and a horizon that sees their swinging
+    feet land (:func:`default_horizon_s`). The knot noise is 0.04 rad for every robot: around the inverse-dynamics
+    feedforward the wider 0.15 rad bipeds needed before made the ostrich walk 0.094 m off instead of 0.024
+    (docs/tracking.md)."""
     biped = is_biped(robot, reference)
     cuda = device.startswith("cuda")
     fast = cfg.fast and not biped and not cuda
     samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast else 32)))
     noise = cfg.noise_rad if cfg.noise_rad is not None else 0.04
-    horizon = cfg.horizon_s if cfg.horizon_s is not None else (0.8 if biped else 0.4)
+    horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon_s(cfg, reference, biped)
     if samples < 2 or noise < 0 or horizon <= 0:
         raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
                           f"{horizon})")
@@ -246,8 +293,11 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
             horizon, weights)
 
 
-def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | None = None) -> Setup:
-    """Resample the reference to the control rate, size the planner, build the engine and the start state."""
+def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | None = None,
+          terrain: Terrain | None = None) -> Setup:
+    """Resample the reference to the control rate, size the planner, build the engine and the start state, on
+    ``terrain`` (None: flat ground; the executing and the planning engine alike)."""
+    terrain = terrain if terrain is not None else Terrain.flat()
 
     motion.check_robot(robot, "reference")
     device = resolve_device(cfg.device)
@@ -259,13 +309,14 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
         raise MotionError("the reference clip needs at least two frames at the control rate to track")
     physics = default_physics(robot, kp=cfg.kp, kd=cfg.kd, armature=cfg.armature, contact_mu=cfg.contact_mu,
                               kp_per_kg=KP_PER_KG_MPC)
+    require_colliding_feet(robot, reference)
     schedule = contact_schedule(robot, reference)  # every contact part of every foot (heel and toe of a sole)
     feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
-    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device)
+    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain)
     biped = is_biped(robot, reference)
     planning_engine = planning_model(cfg, engine, robot, physics, biped)
-    root0, shift = start_pose(robot, reference)
+    root0, shift = start_pose(robot, reference, terrain)
     start = BodyState(root0, reference.root_quat[0], reference.joint_pos[0], reference.root_lin_vel()[0],
                       reference.root_ang_vel()[0], reference.joint_vel()[0]).astype(np.float32).astype(np.float64)
     fk = ForwardKinematics(robot)
@@ -293,17 +344,18 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
                                                                      cfg.velocity_feedforward, torques),
                  cfg=cfg, sampling=sampling, weights=weights, horizon=frames(horizon_s),
                  replan=frames(replan_seconds(cfg, biped, device)), knot=frames(cfg.knot_s),
-                 settle_m=cfg.settle_fraction * pass_limit(cfg, robot, reference),
-                 boost_m=cfg.boost_fraction * pass_limit(cfg, robot, reference) if cfg.samples is None else 0.0)
+                 settle_m=cfg.settle_fraction * pass_limit(cfg, robot, reference, terrain),
+                 boost_m=cfg.boost_fraction * pass_limit(cfg, robot, reference, terrain) if cfg.samples is None
+                 else 0.0, terrain=terrain)
 
 
-def pass_limit(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float:
-    """The clip's pass limit on the link error (m): ``link_err_limit_m``, else its motion class's."""
+def pass_limit(cfg: TrackingConfig, robot: Robot, reference: Motion, terrain: Terrain | None = None) -> float:
+    """The clip's pass limit on the link error (m): ``link_err_limit_m``, else its motion class's (on ``terrain``)."""
     for name in ("settle_fraction", "boost_fraction"):
         value = getattr(cfg, name)
         if not (np.isfinite(value) and value >= 0):
             raise ConfigError(f"{name} must be >= 0 (0: off), got {value!r}")
-    return cfg.link_err_limit_m or TrackingLimits().limit(motion_class(robot, reference))
+    return cfg.link_err_limit_m or TrackingLimits().limit(motion_class(robot, reference), terrain)
 
 
 def replan_seconds(cfg: TrackingConfig, biped: bool, device: str) -> float:
@@ -339,7 +391,7 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
         return engine
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
                        engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt),
-                       simple_contacts=simple)
+                       simple_contacts=simple, terrain=engine.terrain)
 
 
 # ----------------------------------------------------------------------------- execution record
@@ -398,7 +450,7 @@ def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> t
                               setup.cost.contact_force_n, schedule.foot_of)
     metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
                                setup.engine.link_names, record.diverged, slip, ref_link_pos=setup.ref.link_pos,
-                               schedule_match=match)
+                               schedule_match=match, terrain=setup.terrain)
     return tracked, metrics
 
 
@@ -575,7 +627,9 @@ def _setup_key(setup: Setup) -> str:
         h.update(np.ascontiguousarray(arr).tobytes())
     cfg = {k: v for k, v in setup.cfg.to_dict().items() if k not in ("device",)}
     h.update(repr(sorted(cfg.items())).encode())
-    h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling}".encode())
+    h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling} {setup.horizon}".encode())
+    if not setup.terrain.is_flat:  # a checkpoint made on other ground is not resumed
+        h.update(setup.terrain.spec.encode())
     return h.hexdigest()
 
 
@@ -600,17 +654,20 @@ def keep_best_replay(setup: Setup, tracked: TrackedMotion, metrics: dict[str, An
 
 
 def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
-                 progress: bool = True) -> tuple[TrackedMotion, dict[str, Any]]:
-    """Naive PD replay + tracking of ``motion`` by ``cfg.method``. Returns the TrackedMotion (with ``naive``) and
-    the metrics the manifest records."""
+                 progress: bool = True, terrain: Terrain | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
+    """Naive PD replay + tracking of ``motion`` by ``cfg.method`` on ``terrain`` (None: flat ground; a run's:
+    :func:`akd_core.model.terrain.run_terrain`). Returns the TrackedMotion (with ``naive``) and the metrics the
+    manifest records."""
     cfg = cfg or TrackingConfig()
     if cfg.method not in METHODS:
         raise ConfigError(f"--method must be one of {METHODS}, got {cfg.method!r}")
     if cfg.method == "adam":
-
+        if terrain is not None and not terrain.is_flat:
+            raise ConfigError(f"--method adam tracks on flat ground only; this clip was made on terrain "
+                              f"{terrain.spec!r}: use --method mpc")
         return track_adam(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
     with one_torch_thread():
-        return _track_mpc_motion(robot, motion, cfg, checkpoint, progress)
+        return _track_mpc_motion(robot, motion, cfg, checkpoint, progress, terrain)
 
 
 @contextlib.contextmanager
@@ -637,7 +694,7 @@ def retry_limit(cfg: TrackingConfig, setup: Setup) -> float:
         return float(cfg.retry_above_m)
     if cfg.link_err_limit_m is not None:
         return float(cfg.link_err_limit_m)
-    return TrackingLimits().limit(motion_class(setup.robot, setup.reference))
+    return TrackingLimits().limit(motion_class(setup.robot, setup.reference), setup.terrain)
 
 
 def retry_checkpoint(checkpoint: Path) -> Path:
@@ -669,9 +726,9 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
 
 
 def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpoint: Path | None,
-                      progress: bool) -> tuple[TrackedMotion, dict[str, Any]]:
+                      progress: bool, terrain: Terrain | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
     tic = time.perf_counter()
-    setup = build(robot, motion, cfg)
+    setup = build(robot, motion, cfg, terrain=terrain)
     limit = retry_limit(cfg, setup)  # a bad --retry-above fails here, before any rollout
     naive_targets = setup.reference.joint_pos.astype(np.float32)
     naive_record, _ = execute(setup.engine, setup.start, naive_targets.astype(np.float64))
@@ -713,7 +770,8 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
                 "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
                 "sim_dt_s": engine.sim_dt, "plan_dt_s": setup.planning_engine.sim_dt,
                 "control_hz": setup.reference.fps, "device": engine.device,
-                "height_shift_m": setup.height_shift, "weights": dataclasses.asdict(setup.weights),
+                "height_shift_m": setup.height_shift, "terrain": setup.terrain.spec,
+                "weights": dataclasses.asdict(setup.weights),
                 "inverse_dynamics": cfg.inverse_dynamics, "feedforward_ok_m": cfg.feedforward_ok_m, "fast": cfg.fast,
                 "retry_above_m": limit, "attempts": info.get("attempts"),
                 **setup.physics.to_dict()})
@@ -723,8 +781,8 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
 
 
 def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **options: Any) -> dict[str, Any]:
-    """`akd track RUN`: reads robot.urdf (robot.xml for an MJCF robot) + reference.npz, writes tracked.npz;
-    returns the recorded metrics."""
+    """`akd track RUN`: reads robot.urdf (robot.xml for an MJCF robot) + reference.npz and the run's terrain
+    (manifest ``terrain`` / terrain.npz; flat without), writes tracked.npz; returns the recorded metrics."""
     fields = {f.name for f in dataclasses.fields(TrackingConfig)}
     unknown = sorted(set(options) - fields)
     if unknown:
@@ -733,15 +791,22 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     cfg = TrackingConfig(**{k: v for k, v in options.items() if v is not None or k in ("device", "window_s")})
     robot = load_run_robot(run)  # an MJCF robot: its robot.xml, which MuJoCo tracks on
     motion = Motion.load(run.require(REFERENCE, "akd gait --robot ROBOT --out RUN"), robot)
+    terrain = run_terrain(run)  # the ground the gait stage made the clip on (flat when it recorded none)
     checkpoint = run.file(CHECKPOINT)
     if not resume:
         for old in (checkpoint, retry_checkpoint(checkpoint)):
             old.unlink(missing_ok=True)
     with run.running_stage("track", cfg.to_dict()) as metrics:
-        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
+        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress, terrain=terrain)
         tracked.save(run.file(TRACKED))
-        verdict = judge_tracking(robot, motion, out, link_err_limit_m=cfg.link_err_limit_m)
+        program = run.stage("gait").get("config", {}).get("segments") if run.stage_done("gait") else None
+        segments = judge_segments(robot, motion, tracked, out, program, link_err_limit_m=cfg.link_err_limit_m,
+                                  terrain=terrain) if program else None
+        verdict = judge_tracking(robot, motion, out, link_err_limit_m=cfg.link_err_limit_m, segments=segments,
+                                 terrain=terrain)
         out.update(verdict.to_metrics())
+        if segments:
+            out["segments"] = segments
         metrics.update(out)
     run.update_manifest(verdict={"passed": verdict.passed, "reasons": verdict.reasons})
     if not verdict.passed:

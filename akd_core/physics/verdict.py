@@ -13,6 +13,9 @@ class                   limit (m)  which clips
 ``biped``               0.08       two feet (or fewer), every gait
 ======================  =========  ==========================================================================
 
+On a terrain (anything but flat ground: stairs, slopes, steps, rough ground) ``steady`` clips get 0.04 m: the feet
+land on nosings and slopes whose contacts the planner cannot place to the millimetre (issue 46).
+
 The class is read from the reference itself (its feet and its intended stance), not from the prompt, so a clip
 from SDS or from a user's own file is judged the same way as one from the gait library. ``--link-err-limit M``
 replaces the class limit.
@@ -29,7 +32,9 @@ import torch
 from akd_core.io.errors import ConfigError
 from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.robot import Robot
+from akd_core.model.terrain import Terrain
 from akd_core.motion.clip import Motion
+from akd_core.motion.metrics import above_ground
 from akd_core.physics.metrics import feet_of
 
 # A clip counts as dynamic when all its feet are off the ground in at least this fraction of its frames (a bound's
@@ -45,8 +50,11 @@ class TrackingLimits:
     steady_m: float = 0.03
     dynamic_m: float = 0.05
     biped_m: float = 0.08
+    terrain_steady_m: float = 0.04  # steady clips on a terrain that is not flat
 
-    def limit(self, motion_class: str) -> float:
+    def limit(self, motion_class: str, terrain: Terrain | None = None) -> float:
+        if motion_class == "steady" and terrain is not None and not terrain.is_flat:
+            return self.terrain_steady_m
         return {"steady": self.steady_m, "dynamic": self.dynamic_m, "biped": self.biped_m}[motion_class]
 
 
@@ -96,14 +104,15 @@ def body_length_m(robot: Robot, reference: Motion) -> float:
 
 def judge_tracking(robot: Robot, reference: Motion, metrics: dict[str, Any],
                    limits: TrackingLimits = TrackingLimits(), link_err_limit_m: float | None = None,
-                   segments: list[dict[str, Any]] | None = None) -> Verdict:
+                   segments: list[dict[str, Any]] | None = None, terrain: Terrain | None = None) -> Verdict:
     """The verdict on tracked ``metrics`` (:func:`akd_core.physics.metrics.tracking_metrics`) of ``reference``.
     ``link_err_limit_m`` replaces the class limit (``--link-err-limit``). ``segments``: a motion program's
-    per-segment figures (:func:`judge_segments`); each must pass its own limit too."""
+    per-segment figures (:func:`judge_segments`); each must pass its own limit too. ``terrain``: the ground it was
+    tracked on (None: flat; a steady clip on anything else gets ``limits.terrain_steady_m``)."""
     if link_err_limit_m is not None and not link_err_limit_m > 0:
         raise ConfigError(f"--link-err-limit must be a positive number of metres, got {link_err_limit_m}")
     cls = motion_class(robot, reference)
-    limit = float(link_err_limit_m) if link_err_limit_m is not None else limits.limit(cls)
+    limit = float(link_err_limit_m) if link_err_limit_m is not None else limits.limit(cls, terrain)
     length = body_length_m(robot, reference)
     reasons = []
     if metrics.get("fell"):
@@ -111,7 +120,8 @@ def judge_tracking(robot: Robot, reference: Motion, metrics: dict[str, Any],
         reasons.append(f"the tracked robot fell ({how})")
     err = float(metrics["link_pos_err_m"])
     if not err <= limit:  # `not <=`: NaN fails
-        source = "--link-err-limit" if link_err_limit_m is not None else f"the limit for {cls} clips"
+        ground = "" if terrain is None or terrain.is_flat else f" on {terrain.kind}"
+        source = "--link-err-limit" if link_err_limit_m is not None else f"the limit for {cls} clips{ground}"
         reasons.append(f"link error {err:.3f} m > {limit:g} m ({source})")
     behind = metrics.get("final_root_err_m")
     if behind is not None and not float(behind) <= length:
@@ -141,10 +151,11 @@ def segment_class(robot: Robot, reference: Motion, segment: dict[str, Any]) -> s
 
 def judge_segments(robot: Robot, reference: Motion, tracked: Any, metrics: dict[str, Any],
                    segments: list[dict[str, Any]], limits: TrackingLimits = TrackingLimits(),
-                   link_err_limit_m: float | None = None) -> list[dict[str, Any]]:
+                   link_err_limit_m: float | None = None, terrain: Terrain | None = None) -> list[dict[str, Any]]:
     """Per segment of a motion program (the gait stage's ``segments``): the tracked link error over its frames
-    against its own class's limit (a walk inside a clip with a gallop is held to the walk's), and the velocity and
-    yaw rate the tracked root achieved in its steady part beside the asked and commanded ones."""
+    against its own class's limit (a walk inside a clip with a gallop is held to the walk's; on ``terrain``), and
+    the velocity and yaw rate the tracked root achieved in its steady part beside the asked and commanded ones.
+    Foot heights (``last_second_feet_down``) are measured from the terrain under each foot (None: z = 0)."""
     from akd_core.motion.program import segment_figures
 
     fk = ForwardKinematics(robot)
@@ -168,6 +179,8 @@ def judge_segments(robot: Robot, reference: Motion, tracked: Any, metrics: dict[
                  foot_names=reference.foot_names, foot_offsets=reference.foot_offsets)
     legs = clip_legs(robot, reference)
     heights = foot_heights(robot, sim, legs) if legs else np.zeros((steps, 0))
+    if legs and terrain is not None and not terrain.is_flat:
+        heights = above_ground(_foot_points(robot, sim, legs), terrain)
     ground = heights[:1].min(initial=0.0) if heights.size else 0.0
     out = []
     for n, (seg, got) in enumerate(zip(segments, achieved)):
@@ -185,13 +198,26 @@ def judge_segments(robot: Robot, reference: Motion, tracked: Any, metrics: dict[
         # every foot down in the last second: the simulated contact points within 1 cm of their height at the start
         down = float((heights[last:b] - ground < FOOT_DOWN_M).all(-1).mean()) if heights.size and b > last else None
         cls = segment_class(robot, reference, seg)
-        limit = float(link_err_limit_m) if link_err_limit_m is not None else limits.limit(cls)
+        limit = float(link_err_limit_m) if link_err_limit_m is not None else limits.limit(cls, terrain)
         err = float(per_frame[a:b].mean()) if b <= steps and a < steps else float("nan")
         out.append({"segment": n + 1, "pattern": seg.get("pattern"), "start_s": seg["start_s"],
                     "end_s": seg["end_s"], "motion_class": cls, "link_err_limit_m": limit, "link_pos_err_m": err,
                     "passed": bool(err <= limit), "asked": seg.get("asked"), "command": seg.get("command"),
                     "achieved": got, "gait_seen": gait, "last_second_feet_down": down})
     return out
+
+
+def _foot_points(robot: Robot, motion: Motion, legs: list[Any]) -> np.ndarray:
+    """(F, K, 3) world contact points of ``legs`` (as :func:`akd_core.motion.classify.foot_heights` measures them)."""
+    offsets = [motion.foot_offsets[list(motion.foot_names).index(leg.foot_link)]
+               if leg.foot_link in motion.foot_names else leg.foot_offset for leg in legs]
+    fk = ForwardKinematics(robot).double()
+    with torch.no_grad():
+        points = fk.link_points(*(torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64))
+                                  for a in (motion.root_pos, motion.root_quat, motion.joint_pos)),
+                                torch.as_tensor([robot.link_index(leg.foot_link) for leg in legs]),
+                                torch.as_tensor(np.asarray(offsets, dtype=np.float64)))
+    return points.numpy()
 
 
 __all__ = ["FLIGHT_FRACTION", "TrackingLimits", "Verdict", "body_length_m", "judge_segments", "judge_tracking",

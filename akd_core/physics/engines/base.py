@@ -5,7 +5,9 @@ Conventions (every engine): states are engine-neutral :class:`BodyState` (root o
 quaternions xyzw, angular velocity in world); PD targets are given at the control rate and linearly interpolated
 over the substeps of each control period (:func:`substep_targets`); the PD law and contact material come from one
 :class:`~akd_core.physics.params.PhysicsParams`. Outputs are sampled at the control frames except the contact
-channels, which are per substep (slip is a per-step quantity).
+channels, which are per substep (slip is a per-step quantity). Every engine simulates one
+:class:`~akd_core.model.terrain.Terrain` (flat ground, the plane z = 0, unless told otherwise) and reports its
+foot contacts against all of it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from akd_core.model.robot import Robot
+from akd_core.model.terrain import Terrain
 from akd_core.physics.params import PhysicsParams
 
 
@@ -55,7 +58,9 @@ class RolloutBatch:
     link_pos: np.ndarray  # (N, H, L, 3) world positions of the engine's ``link_names`` at frames 0..H-1
     foot_vel: np.ndarray  # (N, H*S, K, 3) world velocity of each foot's contact point, per substep
     foot_force: np.ndarray  # (N, H*S, K) normal contact force on each foot (N), per substep
-    foot_height: np.ndarray  # (N, H*S, K) height of each foot's contact point (m), per substep
+    # (N, H*S, K) height of each foot's contact point (m), per substep: world z; above the terrain under it for the
+    # points of feet with several (heel and toe: what it is read for is which part is down), on a terrain
+    foot_height: np.ndarray
     torques: np.ndarray  # (N, H, J) mean applied (clamped) joint torque over each control period
     torque_peak: np.ndarray  # (N, H, J) max |torque| over each control period
     diverged: np.ndarray  # (N,) bool: the simulation went non-finite (states held from there on)
@@ -81,6 +86,7 @@ class Engine(Protocol):
     steps: int
     link_names: list[str]
     feet: Feet
+    terrain: Terrain  # what the robot stands on (Terrain.flat(): the plane z = 0)
 
     def start(self, state: BodyState) -> Any:
         """The engine's own state for one world at ``state`` (fresh solver caches)."""

@@ -1,14 +1,16 @@
-"""MuJoCo C engine: threaded batched rollouts (``mujoco.rollout``) of one robot on a ground plane.
+"""MuJoCo C engine: threaded batched rollouts (``mujoco.rollout``) of one robot on its terrain (a ground plane by
+default; the run's :class:`~akd_core.model.terrain.Terrain`: planes, boxes and height fields, docs/terrain.md).
 
 The model of an MJCF robot is its own MJCF (:func:`akd_core.model.mjcf.tracking_spec`: its joint damping,
 armature, frictionloss and contact settings kept, its actuators replaced by the position actuators below, AKD's
-ground). For any other robot it is :meth:`Robot.to_mjcf` (free root, position actuators = our PD law
-``kp (q* - q) - kd qdot`` clamped to the URDF effort limits as force ranges) plus, added here through
-``MjSpec``: elliptic friction cones, ``impratio`` and a stiff contact time constant from :class:`ContactParams`.
-Both get a site at every foot contact point, stiff joint limits, and sensors (link positions, foot-point
-velocity, foot-ground contact force, actuator forces) so one rollout call returns everything the tracking cost
-needs. MuJoCo quaternions are (w, x, y, z): converted at this boundary only; the free joint's
-angular velocity is in the body frame in MuJoCo, world here.
+ground or the terrain's geoms with the ground's material). For any other robot it is :meth:`Robot.to_mjcf` (free
+root, position actuators = our PD law ``kp (q* - q) - kd qdot`` clamped to the URDF effort limits as force
+ranges) plus, added here through ``MjSpec``: the terrain's geoms where it is not flat, elliptic friction cones,
+``impratio`` and a stiff contact time constant from :class:`ContactParams`. Both get a site at every foot contact
+point, stiff joint limits, and sensors (link positions, foot-point velocity, foot-ground contact force, actuator
+forces) so one rollout call returns everything the tracking cost needs; on a terrain the foot-ground contact
+sensors read every geom of the world body (the terrain's), not the one plane. MuJoCo quaternions are (w, x, y, z):
+converted at this boundary only; the free joint's angular velocity is in the body frame in MuJoCo, world here.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from akd_core.io.errors import DependencyError, MotionError
-from akd_core.model.mjcf import tracking_spec
+from akd_core.model.mjcf import GROUND, tracking_spec
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
+from akd_core.model.terrain import Terrain
 from akd_core.physics.engines.base import BodyState, Feet, RolloutBatch, mass_links
 from akd_core.physics.params import PhysicsParams
 from akd_core.physics.targets import substep_targets
@@ -47,21 +50,30 @@ def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
 
 def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
                  link_names: list[str] | None = None, contact_timeconst_s: float | None = None,
-                 simple_contacts: bool = False):
+                 simple_contacts: bool = False, terrain: Terrain | None = None):
     """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
     also the sensors :class:`MujocoEngine` reads. ``contact_timeconst_s`` (a planning model, see
-    :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps."""
+    :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps. ``terrain``
+    (None: flat): its geoms replace the ground plane, with the plane's material (friction, contact time constant,
+    and for an MJCF robot the plane's priority over the robot's geoms)."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
     timeconst = contact_timeconst(physics, timestep) if contact_timeconst_s is None else float(contact_timeconst_s)
+    flat = terrain is None or terrain.is_flat  # exactly the model built before terrains existed
     if robot.mjcf_path is not None:  # an MJCF robot tracks on its own model, AKD's PD actuators and ground added
         spec = tracking_spec(robot, kp=physics.kp, kd=physics.kd, armature=physics.armature, effort=physics.effort,
                              timestep=timestep, friction=contact.mu, impratio=contact.impratio,
-                             contact_timeconst=timeconst)
+                             contact_timeconst=timeconst, ground=flat)
+        if not flat:  # the material tracking_spec gives its plane ``ground``
+            priority = max([int(g.priority) for g in spec.geoms] + [0]) + 1
+            terrain.add_to_mjspec(spec, friction=[contact.mu, 0.005, 0.0001], solref=[timeconst, 1.0], condim=3,
+                                  priority=priority, contype=0x7FFFFFFF, conaffinity=0x7FFFFFFF)
     else:
         xml = robot.to_mjcf(kp=physics.kp, kd=physics.kd, armature=physics.armature, timestep=timestep,
-                            friction=contact.mu)
+                            friction=contact.mu, ground=flat)
         spec = mujoco.MjSpec.from_string(xml)
+        if not flat:  # as Robot.to_mjcf's plane; the contact time constant is set on every geom below
+            terrain.add_to_mjspec(spec, friction=[contact.mu, 0.005, 0.0001])
         spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
         spec.option.impratio = contact.impratio
         for geom in spec.geoms:
@@ -80,6 +92,9 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
         spec.add_sensor(name=f"pos:{name}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                         objname=name)
     if feet is not None:
+        # the ground's contact force on each foot body: the plane ``ground``, or every geom of the world body (the
+        # terrain's planes, boxes and height fields; nothing else is left on the world body)
+        ground = ((mujoco.mjtObj.mjOBJ_GEOM, GROUND) if flat else (mujoco.mjtObj.mjOBJ_BODY, "world"))
         for k, (name, point) in enumerate(zip(feet.names, feet.points)):
             spec.body(name).add_site(name=f"foot{k}", pos=np.asarray(point, dtype=np.float64), size=[0.005, 0, 0])
             spec.add_sensor(name=f"footvel{k}", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
@@ -87,8 +102,8 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
             spec.add_sensor(name=f"footpos{k}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
                             objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"foot{k}")
             spec.add_sensor(name=f"footforce{k}", type=mujoco.mjtSensor.mjSENS_CONTACT,
-                            objtype=mujoco.mjtObj.mjOBJ_BODY, objname=name, reftype=mujoco.mjtObj.mjOBJ_GEOM,
-                            refname="ground", intprm=[CONTACT_FOUND_AND_FORCE, CONTACT_REDUCE_NETFORCE, 1])
+                            objtype=mujoco.mjtObj.mjOBJ_BODY, objname=name, reftype=ground[0],
+                            refname=ground[1], intprm=[CONTACT_FOUND_AND_FORCE, CONTACT_REDUCE_NETFORCE, 1])
     for joint in robot.joint_names:
         spec.add_sensor(name=f"tau:{joint}", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
                         objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=joint)
@@ -166,20 +181,22 @@ class MujocoEngine:
     states are the same vectors as the fine model's (same MJCF, another ``opt.timestep``), so a planner can roll out
     candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`). ``simple_contacts`` gives such a
     model sphere feet where the robot's are ball-like meshes (:func:`simplify_contacts`); the state vectors stay the
-    same."""
+    same. ``terrain`` (None: flat ground): what the robot stands on (:func:`build_mujoco`)."""
 
     name = "mujoco"
     device = "cpu"
 
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
                  link_names: list[str] | None = None, threads: int | None = None,
-                 contact_timeconst_s: float | None = None, simple_contacts: bool = False):
+                 contact_timeconst_s: float | None = None, simple_contacts: bool = False,
+                 terrain: Terrain | None = None):
         mujoco, mj_rollout = import_mujoco()
         self.mujoco, self.robot, self.physics, self.feet = mujoco, robot, physics, feet
+        self.terrain = terrain if terrain is not None else Terrain.flat()
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names, contact_timeconst_s,
-                                             simple_contacts)
+                                             simple_contacts, self.terrain)
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
@@ -210,6 +227,10 @@ class MujocoEngine:
         self.footpos_adr = np.array([adr(f"footpos{i}") for i in range(k)], dtype=int)
         self.footforce_adr = np.array([adr(f"footforce{i}") for i in range(k)], dtype=int)
         self.tau_adr = np.array([adr(f"tau:{n}") for n in self.robot.joint_names])
+        # the points of feet with several contact points (a sole's heel and toe): their heights are read to find the
+        # part that is down, so on a terrain they are measured from the surface under them (base.RolloutBatch)
+        names = list(self.feet.names)
+        self.parted = np.array([i for i, n in enumerate(names) if names.count(n) > 1], dtype=int)
 
     # -- states ---------------------------------------------------------------
     def start(self, state: BodyState) -> MujocoState:
@@ -301,6 +322,9 @@ class MujocoEngine:
         link_pos = rows[..., self.link_adr[:, None] + np.arange(3)]  # (N, H, L, 3)
         vel = sensors[..., self.footvel_adr[:, None] + np.arange(3)]  # (N, H*S, K, 3)
         height = sensors[..., self.footpos_adr + 2]  # (N, H*S, K)
+        if len(self.parted) and not self.terrain.is_flat:
+            xy = sensors[..., self.footpos_adr[self.parted, None] + np.arange(2)]  # (N, H*S, P, 2)
+            height[..., self.parted] -= self.terrain.height(xy[..., 0], xy[..., 1])
         force = np.abs(sensors[..., self.footforce_adr + 3])  # netforce z (found, fx, fy, fz)
         tau = sensors[..., self.tau_adr].reshape(n, periods, s, -1)
         return RolloutBatch(states=states, link_pos=link_pos, foot_vel=vel, foot_force=force, foot_height=height,
