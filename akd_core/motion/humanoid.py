@@ -38,11 +38,11 @@ How a clip is made (docs/gait.md, "Human-like biped walks"):
    (smoothstep) from the trailing foot's front point to the leading foot's rear point; laterally it is moved toward
    the body by ``ZMP_INWARD`` of the sole's half width. The horizontal CoM comes from the cart-table with the
    planned, varying CoM height (:func:`akd_core.motion.zmp.com_for_zmp`, one least-squares solve over the clip with
-   2 s of stepping in place before it and 1.6 s of walking after it); the root follows (IK, FK of the whole-body
-   CoM, shift: two iterations), then the multibody ZMP (centroidal dynamics of every link, arms and pelvis yaw
-   included) minus the reference is corrected the same way (Kajita 2003's second stage), again while its mean error
-   improves by a fifth (at most ``ZMP_CORRECTIONS_MAX`` times, or until it is below ``ZMP_TOLERANCE``): the swinging
-   legs' angular momentum alone moves g1's ZMP by ~10 cm.
+   2 s of stepping in place, or standing where a stand covers them, before it and 1.6 s of walking after it); the
+   root follows (IK, FK of the whole-body CoM, shift: two iterations), then the multibody ZMP (centroidal dynamics of
+   every link, arms and pelvis yaw included) minus the reference is corrected the same way (Kajita 2003's second
+   stage), again while its mean error improves by a fifth (at most ``ZMP_CORRECTIONS_MAX`` times, or until it is
+   below ``ZMP_TOLERANCE``): the swinging legs' angular momentum alone moves g1's ZMP by ~10 cm.
 5. **Style, cadence and speed before the solve** (issue 44). :data:`STYLES` are tried in order at the asked
    speed, each over its cadence candidates (:func:`cadence_candidates`): the first whose steady cycle the planar leg
    model predicts (:func:`predict_cycle`, :func:`leg_angles`; no IK) within the velocity limits and near-straight
@@ -53,6 +53,16 @@ How a clip is made (docs/gait.md, "Human-like biped walks"):
    slower) only if the full clip still passes a velocity limit the probe missed; and its inverse-dynamics torques
    (:func:`akd_core.motion.feasibility.joint_torques`) are checked against the effort limits (``EFFORT_RATIO``): one
    slower clip where the dynamics pass them, a warning where the poses alone do.
+6. **Stands** (a program's: :attr:`WalkRequest.stands`, the spans in which the body is at rest). A swing that lifts
+   off in a stand is cancelled (:func:`foot_plan`) when its foothold would move less than ``STAND_STEP_TOLERANCE`` of
+   the straight-legged height (``STAND_YAW_TOLERANCE`` in heading), or when it would touch down after the stand: the
+   foot stays down flat with both parts down, with no toe-off before and no heel strike after, and the footholds after
+   it stay where it is. So once the body is at rest each foot takes at most the one step that brings it beside the
+   other, and a start lifts its first foot from both feet flat once the body moves. Foot rolls, arm swing and pelvis
+   yaw fade out over ``ramp_time`` before a stand and back in after it (the arms hang at rest). In a stand's double
+   support the ZMP reference stays between the feet, moving there from the foot that stood alone before and on to the
+   one that stands alone after over ``ZMP_SHIFT_S`` (:func:`zmp_plan`). The cadence is predicted on a cycle of the
+   walk (``WalkRequest.steady_from``), not of a stand.
 """
 
 from __future__ import annotations
@@ -104,7 +114,7 @@ MIN_CADENCE_GAIN = 0.65  # ... and, in an adapted style, fall to this multiple (
 ZMP_REAR, ZMP_FRONT = 0.3, 0.6  # single-support ZMP from 30 % of the half sole behind its centre to 60 % ahead
 ZMP_INWARD = 0.5  # the ZMP reference moves toward the body by this much of the sole's half width
 ZMP_DT = 0.005  # s, grid of the first (cart-table) stage
-ZMP_PREROLL = 2.0  # s of stepping in place before the clip
+ZMP_PREROLL = 2.0  # s of stepping in place (or standing, in a stand) before the clip
 ZMP_PREVIEW = 1.6  # s of walking after the clip
 ZMP_ITERATIONS = 2  # root-shift / IK fixed-point iterations per stage
 ZMP_CORRECTIONS_MAX = 6  # multibody-ZMP correction stages, at most (fewer once the error stops improving)
@@ -134,6 +144,10 @@ PROBE_STEP = 0.9  # an IK cycle that passes a limit the prediction missed lowers
 SPEED_BISECTIONS = 6  # halvings of the speed range when no style fits the asked speed
 PREDICT_MARGIN = 0.95  # the planar model's joint speeds must keep this far inside the allowed ones (the ZMP sway and
 # the real legs add a little; an IK cycle then checks)
+STAND_STEP_TOLERANCE = 0.025  # of the straight-legged height: in a stand, a foot whose next foothold is this close
+# stays down (g1: 2 cm)
+STAND_YAW_TOLERANCE = 0.05  # rad, the same for the foot's heading
+ZMP_SHIFT_S = 0.4  # s: in a stand the ZMP moves between the middle of the feet and a foot over this long
 
 
 # ----------------------------------------------------------------------------- the body
@@ -550,6 +564,8 @@ class WalkRequest:
     duty_factor: float | None = None
     step_height: float | None = None
     phase_offsets: dict[str, float] | None = None
+    stands: tuple[tuple[float, float], ...] = ()  # (start, end) s: the body at rest, the feet down (+-inf: open)
+    steady_from: float | None = None  # s: a steady cycle of the walk starts here (None: after the ramp from rest)
 
 
 @dataclass(frozen=True)
@@ -602,6 +618,8 @@ class WalkGait:
     zmp_rear: float = ZMP_REAR  # single-support ZMP from this fraction of the half sole behind its centre ...
     zmp_front: float = ZMP_FRONT  # ... to this fraction ahead
     heel_off: float = TRAIL_HEEL_OFF  # fraction of the double support at which the trailing heel lifts
+    stands: tuple[tuple[float, float], ...] = ()  # (start, end) s in which the body is at rest (WalkRequest.stands)
+    steady_from: float | None = None  # s: where a steady cycle starts (None: max(2 ramp_time, 1 s))
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -661,7 +679,8 @@ def resolve_walk(robot: Robot, body: HumanoidBody, legs: Sequence[Leg], request:
                     toe_off=min(TOE_OFF_RAD, rate * toe_time / 1.875) if forward and style.rolls else 0.0,
                     arm_swing=arm_swing, pelvis_yaw=pelvis_yaw, style=style.name, swing_ramp=style.swing_ramp,
                     knee_min=math.radians(style.knee_min_deg),
-                    push_off=math.radians(style.push_off_deg), zmp_rear=rear, zmp_front=front, heel_off=heel_off)
+                    push_off=math.radians(style.push_off_deg), zmp_rear=rear, zmp_front=front, heel_off=heel_off,
+                    stands=tuple((float(a), float(b)) for a, b in request.stands), steady_from=request.steady_from)
 
 
 def heel_off_for_effort(robot: Robot, body: HumanoidBody) -> float:
@@ -709,6 +728,44 @@ def _minjerk(x: np.ndarray) -> np.ndarray:
     return x ** 3 * (10 - 15 * x + 6 * x * x)
 
 
+# ----------------------------------------------------------------------------- stands (a program's)
+def _ramp(gait: WalkGait, times: np.ndarray) -> np.ndarray:
+    """The walk's ramp from rest at t = 0 (T,): 0 before, smoothstep over ``ramp_time``."""
+    return _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+
+
+def _rest(gait: WalkGait, times: np.ndarray) -> np.ndarray:
+    """How much the body stands (T,): 1 inside a stand, fading over ``ramp_time`` before it (the body slowing to
+    rest) and after it (starting to walk); 0 in a walk without stands."""
+    fade = max(gait.ramp_time, 1e-9)
+    out = np.zeros(len(times))
+    for start, end in gait.stands:
+        before = _smoothstep(1.0 - (start - times) / fade) if np.isfinite(start) else np.ones(len(times))
+        after = 1.0 - _smoothstep((times - end) / fade) if np.isfinite(end) else np.ones(len(times))
+        out = np.maximum(out, np.where(times < start, before, np.where(times > end, after, 1.0)))
+    return out
+
+
+def _activity(gait: WalkGait, times: np.ndarray) -> np.ndarray:
+    """How much the walk walks (T,): its ramp from rest, held at 0 in the stands (what the foot rolls, the arm swing
+    and the pelvis yaw scale with)."""
+    ramp = _ramp(gait, times)
+    return np.minimum(ramp, 1.0 - _rest(gait, times)) if gait.stands else ramp
+
+
+def _in_stand(gait: WalkGait, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Whether each interval [start, end] (N,) lies inside one stand (N,) bool."""
+    out = np.zeros(np.shape(start), bool)
+    for a, b in gait.stands:
+        out |= (start >= a) & (end <= b)
+    return out
+
+
+def _steady_start(gait: WalkGait) -> float:
+    """Where a steady cycle of the walk starts (s): after its ramp from rest, or where a program says."""
+    return gait.steady_from if gait.steady_from is not None else max(2.0 * gait.ramp_time, 1.0)
+
+
 SWING_LIFT_SMOOTH = 2  # frames (half width) over which a swing foot's reach lift is smoothed
 TERMINAL_SWING = 0.75  # from this swing progress on the leg reaching for the ground caps the pelvis too
 def _rot_z(yaw: np.ndarray) -> np.ndarray:
@@ -737,18 +794,29 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
 
     Returns ``centre`` (T,K,3) sole-centre targets, ``rot`` (T,K,3,3) foot link orientations, ``ankle`` (T,K,3),
     ``stance`` (T,K) bool, ``parts`` (T,K,2) bool (heel, toe down), ``s`` (T,K) stance progress in [0,1) (NaN in
-    swing), ``flat`` (T,K,2) and ``flat_yaw`` (T,K) the current (stance) or next (swing) flat sole pose, ``pitch``
-    (T,K) the sole's pitch (toes up), ``min_knee`` / ``push_knee`` the style's stance knee bends (rad)."""
+    swing; 1 or more where a stand cancelled the swing), ``flat`` (T,K,2) and ``flat_yaw`` (T,K) the current (stance)
+    or next (swing) flat sole pose, ``pitch`` (T,K) the sole's pitch (toes up), ``since`` / ``until`` (T,K) when the
+    current stance began and ends (s; NaN in swing), ``merged`` (T,K) bool: that stance holds a cancelled swing,
+    ``times`` (T,), ``min_knee`` / ``push_knee`` the style's stance knee bends (rad).
+
+    In the gait's stands (:attr:`WalkGait.stands`) a swing that lifts off in a stand is cancelled when it would touch
+    down after the stand (the body has not started yet) or its foothold would move less than STAND_STEP_TOLERANCE
+    (STAND_YAW_TOLERANCE): the foot stays down flat, with no toe-off before and no heel strike after, and the
+    footholds after it stay where it is. So once the body is at rest each foot takes at most the one step that brings
+    it beside the other, and a start lifts the first foot, from both feet flat, once the body moves."""
     f, duty = gait.frequency, gait.duty_factor
     sigma = gait.double_support
     s_flat, s_heel_off = LEAD_FLAT * sigma, 1 - (1 - gait.heel_off) * sigma
-    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+    activity = _activity(gait, times)
+    tolerance = STAND_STEP_TOLERANCE * float(body.straight_height)
     num, steps = len(body.soles), len(times)
     out = {"centre": np.zeros((steps, num, 3)), "rot": np.zeros((steps, num, 3, 3)), "ankle": np.zeros((steps, num, 3)),
            "stance": np.zeros((steps, num), bool), "parts": np.zeros((steps, num, 2), bool),
            "s": np.full((steps, num), np.nan), "flat": np.zeros((steps, num, 2)), "flat_yaw": np.zeros((steps, num)),
            "lowest": np.zeros((steps, num)), "push_off": np.zeros((steps, num)), "tau": np.full((steps, num), np.nan),
-           "pitch": np.zeros((steps, num)), "min_knee": gait.knee_min, "push_knee": gait.push_off}
+           "pitch": np.zeros((steps, num)), "since": np.full((steps, num), np.nan),
+           "until": np.full((steps, num), np.nan), "merged": np.zeros((steps, num), bool), "times": times,
+           "min_knee": gait.knee_min, "push_knee": gait.push_off}
     for k, sole in enumerate(body.soles):
         offset = gait.phases[k]
         cycles = np.arange(math.floor(f * times.min() + offset) - 2, math.ceil(f * times.max() + offset) + 2)
@@ -756,19 +824,42 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
         mid_xy, mid_yaw = path(mids)
         rz = _rot_z(mid_yaw)
         holds = mid_xy + (rz[:, :2, :2] @ body.nominal[k])  # (N, 2) flat sole centres
-        size = np.clip(np.interp(mids, times, ramp, left=0.0, right=1.0), 0.0, 1.0)  # rolls grow with the speed
+        # rolls grow with the speed (and vanish in a stand)
+        size = np.clip(np.interp(mids, times, activity, left=0.0, right=activity[-1]), 0.0, 1.0)
+        lands = mids - duty / (2 * f)  # (N,) each stance's touch-down and lift-off (s)
+        lifts = mids + duty / (2 * f)
+        cancel = np.zeros(len(cycles), bool)  # the swing after stance i stays down
+        quiet = _in_stand(gait, mids, mids)  # stance i is in a stand: flat, both parts down
+        if gait.stands:
+            holds, mid_yaw = holds.copy(), mid_yaw.copy()
+            lifted = _in_stand(gait, lifts[:-1], lifts[:-1])  # swing i lifts off in a stand ...
+            landed = _in_stand(gait, lifts[:-1], lands[1:])  # ... and touches down in it
+            for i in np.flatnonzero(lifted):
+                turn = (mid_yaw[i + 1] - mid_yaw[i] + np.pi) % (2 * np.pi) - np.pi
+                small = np.linalg.norm(holds[i + 1] - holds[i]) < tolerance and abs(turn) < STAND_YAW_TOLERANCE
+                if small or not landed[i]:  # a step in place, or one starting before the body does
+                    cancel[i] = True
+                    holds[i + 1], mid_yaw[i + 1] = holds[i], mid_yaw[i]
+            size = np.where(quiet, 0.0, size)
+        after_cancel = np.r_[False, cancel[:-1]]
+        since, until = lands.copy(), lifts.copy()  # the merged stance each stance belongs to
+        for i in np.flatnonzero(cancel):
+            since[i + 1] = since[i]
+        for i in np.flatnonzero(cancel)[::-1]:
+            until[i] = until[i + 1]
         phase = f * times + offset
         n = np.floor(phase).astype(int) - int(cycles[0])
         within = phase - np.floor(phase)
-        stance = within < duty
+        held = cancel[n] & (within >= duty)  # a cancelled swing: the foot stays down
+        stance = (within < duty) | held
         s = within / duty
         tau = np.clip((within - duty) / (1 - duty), 0.0, 1.0)
         nxt = np.minimum(n + 1, len(holds) - 1)
-        heel_up = gait.heel_strike * size
-        toe_down = gait.toe_off * size
+        heel_up = gait.heel_strike * np.where(after_cancel, 0.0, size)
+        toe_down = gait.toe_off * np.where(cancel, 0.0, size)
         # stance: heel roll, flat, toe roll
         in_heel = stance & (s < s_flat)
-        in_toe = stance & (s >= s_heel_off)
+        in_toe = stance & (s >= s_heel_off) & ~held
         theta = np.zeros(steps)
         theta[in_heel] = heel_up[n[in_heel]] * (1 - _minjerk(s[in_heel] / s_flat))
         theta[in_toe] = -toe_down[n[in_toe]] * _minjerk((s[in_toe] - s_heel_off) / (1 - s_heel_off))
@@ -803,13 +894,17 @@ def foot_plan(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray], t
         out["ankle"][:, k] = ankle
         out["stance"][:, k] = stance
         flat_foot = gait.heel_strike == 0 and gait.toe_off == 0  # no rolls: the whole sole down through the stance
-        out["parts"][:, k, HEEL] = stance & ((s < s_heel_off) | flat_foot)
-        out["parts"][:, k, TOE] = stance & ((s >= s_flat) | flat_foot)
+        out["parts"][:, k, HEEL] = stance & ((s < s_heel_off) | flat_foot | cancel[n] | quiet[n])
+        out["parts"][:, k, TOE] = stance & ((s >= s_flat) | flat_foot | after_cancel[n] | quiet[n])
         out["s"][stance, k] = s[stance]
+        out["since"][stance, k] = since[n][stance]
+        out["until"][stance, k] = until[n][stance]
+        out["merged"][:, k] = stance & ((since[n] < lands[n]) | (until[n] > lifts[n]))
         out["flat"][:, k] = np.where(stance[:, None], holds[n], holds[nxt])
         out["flat_yaw"][:, k] = np.where(stance, mid_yaw[n], mid_yaw[nxt])
         out["lowest"][:, k] = np.minimum(heel_w[:, 2], toe_w[:, 2]) - sole.pivot_radius
-        out["push_off"][:, k] = np.where(in_toe, _smoothstep((s - s_heel_off) / (1 - s_heel_off)), 0.0)
+        # the knee bends for the push-off over the toe roll (none before a cancelled swing: the foot stays down)
+        out["push_off"][:, k] = np.where(in_toe & ~cancel[n], _smoothstep((s - s_heel_off) / (1 - s_heel_off)), 0.0)
         out["tau"][~stance, k] = tau[~stance]
         out["pitch"][:, k] = theta
     return out
@@ -847,7 +942,12 @@ def leg_angles(body: HumanoidBody, hips: np.ndarray, ankles: np.ndarray, yaw: np
 
 
 def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) -> np.ndarray:
-    """ZMP reference (T,2) on the rolling contact (module docstring, step 4) for a :func:`foot_plan`."""
+    """ZMP reference (T,2) on the rolling contact (module docstring, step 4) for a :func:`foot_plan`.
+
+    A stand's double support (both feet down, one of them holding a cancelled swing, longer than two of the walk's)
+    keeps the ZMP between the feet (the middle of their single-support ranges): it moves there from the front of the
+    foot that stood alone before, and from there to the rear of the foot that will stand alone after, each over at
+    most ZMP_SHIFT_S (smoothstep)."""
     sigma = gait.double_support
     stance, s = feet["stance"], feet["s"]
     steps, num = stance.shape
@@ -880,6 +980,24 @@ def zmp_plan(body: HumanoidBody, gait: WalkGait, feet: dict[str, np.ndarray]) ->
         front = np.where((trail == 0)[:, None], fronts[0], fronts[1])
         rear = np.where((lead == 0)[:, None], rears[0], rears[1])
         ref[both] = ((1 - progress)[:, None] * front + progress[:, None] * rear)[both]
+        # a stand: from the foot down first (its front) to the middle, and on to the foot down last (its rear)
+        begun, ends = np.max(feet["since"], 1), np.min(feet["until"], 1)  # the double support's ends (NaN: not one)
+        length = ends - begun
+        walking = (gait.duty_factor - 0.5) / gait.frequency  # a walk's double support (s)
+        standing = both & feet["merged"].any(1) & (np.nan_to_num(length) > 2 * walking)
+        if standing.any():
+            times = feet["times"]
+            middle = 0.5 * (point(0, np.full(steps, 0.5 * (gait.zmp_front - gait.zmp_rear)))
+                            + point(1, np.full(steps, 0.5 * (gait.zmp_front - gait.zmp_rear))))
+            first = np.argmin(np.nan_to_num(feet["since"]), 1)
+            last = np.argmax(np.nan_to_num(feet["until"]), 1)
+            shift = np.minimum(ZMP_SHIFT_S, 0.5 * np.where(standing, length, 1.0))
+            arrived = _smoothstep((times - np.where(standing, begun, 0.0)) / shift)[:, None]
+            staying = _smoothstep((np.where(standing, ends, 0.0) - times) / shift)[:, None]
+            start = np.where((first == 0)[:, None], fronts[0], fronts[1])
+            finish = np.where((last == 0)[:, None], rears[0], rears[1])
+            stand_ref = middle + (1 - arrived) * (start - middle) + (1 - staying) * (finish - middle)
+            ref[standing] = stand_ref[standing]
     return ref
 
 
@@ -1000,13 +1118,14 @@ def predicted_knee(body: HumanoidBody, feet: dict[str, np.ndarray], root: np.nda
 def upper_body(robot: Robot, body: HumanoidBody, gait: WalkGait, times: np.ndarray,
                joint_pos: np.ndarray) -> np.ndarray:
     """Pelvis yaw (T,) added to the path's yaw, and the arm and waist joints written into ``joint_pos`` (T,J)
-    (module docstring, step 3)."""
-    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
+    (module docstring, step 3). In a stand both fade out (:func:`_rest`): the arms hang at rest."""
+    ramp = _ramp(gait, times)
     left = int(np.argmax(body.nominal[:, 1])) if len(body.nominal) else 0
-    cycle = 2 * np.pi * (gait.frequency * times + gait.phases[left])
-    pelvis = -gait.pelvis_yaw * ramp * np.cos(cycle)
+    pelvis = _pelvis_only(body, gait, times)
     lower, upper = robot.lower + JOINT_MARGIN, robot.upper - JOINT_MARGIN
     amplitude = 0.5 * gait.arm_swing * (ARM_SWING_IN_PLACE + (1 - ARM_SWING_IN_PLACE) * ramp)
+    if gait.stands:
+        amplitude = amplitude * (1.0 - _rest(gait, times))
     for arm in body.arms:
         leg = left if arm.side > 0 else 1 - left
         swing = -np.cos(2 * np.pi * (gait.frequency * times + gait.phases[leg]))  # forward while its leg is back
@@ -1038,7 +1157,7 @@ def predict_cycle(body: HumanoidBody, gait: WalkGait, path: Callable[[np.ndarray
     ``dt`` (the pelvis height's smoothing depends on it)."""
 
     def plan(step: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        times = max(2.0 * gait.ramp_time, 1.0) + np.arange(0.0, 2.0 / gait.frequency, step)
+        times = _steady_start(gait) + np.arange(0.0, 2.0 / gait.frequency, step)
         feet = foot_plan(body, gait, path, times)
         xy, yaw = path(times)
         yaw = yaw + _pelvis_only(body, gait, times)
@@ -1076,9 +1195,9 @@ def root_guess(body: HumanoidBody, path_xy: np.ndarray, yaw: np.ndarray) -> np.n
 
 
 def _pelvis_only(body: HumanoidBody, gait: WalkGait, times: np.ndarray) -> np.ndarray:
-    ramp = _smoothstep(times / gait.ramp_time) if gait.ramp_time > 0 else (times >= 0).astype(float)
-    left = int(np.argmax(body.nominal[:, 1]))
-    return -gait.pelvis_yaw * ramp * np.cos(2 * np.pi * (gait.frequency * times + gait.phases[left]))
+    """The pelvis yaw (T,) of :func:`upper_body`: with the swing side's hip forward, scaled by the walk's activity."""
+    left = int(np.argmax(body.nominal[:, 1])) if len(body.nominal) else 0
+    return -gait.pelvis_yaw * _activity(gait, times) * np.cos(2 * np.pi * (gait.frequency * times + gait.phases[left]))
 
 
 # ----------------------------------------------------------------------------- the clip
@@ -1145,8 +1264,7 @@ class WalkSolver:
     def probe(self, gait: WalkGait, path: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
               fps: float) -> np.ndarray:
         """Joint speeds (J,) rad/s over one steady cycle (no ZMP sway): what the velocity check predicts from."""
-        start = max(2.0 * gait.ramp_time, 1.0)
-        times = start + np.arange(int(math.ceil(fps / gait.frequency)) + 3) / fps
+        times = _steady_start(gait) + np.arange(int(math.ceil(fps / gait.frequency)) + 3) / fps
         feet = foot_plan(self.body, gait, path, times)
         xy, yaw = path(times)
         q = np.tile(self.q_init, (len(times), 1))

@@ -22,8 +22,8 @@ CSV or YAML with ``t,vx,vy,yaw_rate[,gait,height]``). :func:`generate_program` m
    made dynamically consistent as for single gaits (flight phases carried, biped walks balanced by preview control).
 
 Human-like bipeds (:func:`akd_core.motion.humanoid.humanoid_body`) walk with :mod:`akd_core.motion.humanoid` along
-the program's body path; their speed and turn changes and stops follow the program, and in a stand they step in
-place (a documented limit).
+the program's body path; their speed and turn changes and stops follow the program, and wherever the body is at rest
+(a stand, the end of a stop) they stand with both feet flat and the arms hanging.
 
 Segment lengths (the clip's length is their sum unless a duration is given): a moving segment lasts its ramp plus
 ``MOVE_STRIDES`` strides; a stop its ramp plus one stride plus ``STOP_HOLD_S`` of standing; a stand ``STAND_S``.
@@ -791,7 +791,9 @@ def generate_program(robot: Robot, program: MotionProgram, fps: float = 50.0, le
 def _human_program(robot: Robot, program: MotionProgram, legs: Sequence[Leg], body: Any, fps: float, prompt: str,
                    max_velocity_ratio: float, duration: float | None) -> ProgramResult:
     """A program of a human-like biped: one :mod:`akd_core.motion.humanoid` walk resolved for the program's fastest
-    walking command, along the program's body path (speeds and turns scaled by what the walk could keep)."""
+    walking command, along the program's body path (speeds and turns scaled by what the walk could keep), standing
+    with both feet down wherever the body is at rest (:func:`_rest_intervals`), its steady cycle read in the fastest
+    walking segment."""
     from akd_core.motion.humanoid import WalkRequest, generate_walk
 
     bad = [s.pattern for s in program.segments if s.kind == "move" and s.pattern != "walk"]
@@ -812,6 +814,9 @@ def _human_program(robot: Robot, program: MotionProgram, legs: Sequence[Leg], bo
 
     stride = 1.0 / _alexander_cadence(max(request.speed, 0.1), float(body.straight_height))
     items = _timed(program.segments, stride, duration)
+    fastest_item = next((item for item in items if item.segment is fastest), None)
+    request.steady_from = None if fastest_item is None else fastest_item.start + fastest_item.ramp
+    request.stands = _rest_intervals(items, stance_like)
 
     def path_for(walk: Any) -> Any:
         """The program's body path at the speeds the resolved ``walk`` keeps (its lowering applied to every
@@ -839,6 +844,19 @@ def _human_program(robot: Robot, program: MotionProgram, legs: Sequence[Leg], bo
     notes.extend(result.gait.notes)
     return ProgramResult(motion=result.motion, segments=items, notes=notes, ik_error_m=float(result.ik_error_m),
                          joint_velocity_ratio=float(result.joint_velocity_ratio), effort_ratio=result.effort_ratio)
+
+
+def _rest_intervals(items: Sequence[ResolvedSegment], stance: Stance) -> tuple[tuple[float, float], ...]:
+    """(start, end) s of the spans in which a program's body is at rest (its command zero, the ramps into and out of
+    a stand excluded; -inf / inf where the rest runs past the clip's ends): where a human-like walk stands."""
+    spec = GaitSpec(pattern="walk", speed=0.0, frequency=1.0, duty_factor=0.6, step_height=0.0, bounce=0.0,
+                    phase_offsets={leg.label: 0.5 * k for k, leg in enumerate(stance.legs)})
+    schedule = Schedule([dataclasses.replace(item, spec=spec) for item in items], stance)
+    still = np.all(np.abs(schedule.command) < 1e-9, axis=1)
+    begins, ends = _runs(still)
+    grid = schedule.grid
+    return tuple((-math.inf if b == 0 else float(grid[b]), math.inf if e == len(grid) else float(grid[e - 1]))
+                 for b, e in zip(begins, ends))
 
 
 def _timed(segments: Sequence[Segment], stride: float, duration: float | None) -> list[ResolvedSegment]:
