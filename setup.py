@@ -17,6 +17,7 @@ ROS_WHEELS = [
     "ros-kilted-geometry-msgs",
     "ros-kilted-nav-msgs",
     "ros-kilted-std-srvs",
+    "ros-kilted-visualization-msgs",  # the replay's terrain Marker
 ]
 
 

@@ -7,6 +7,8 @@ The ``*_msg`` builders turn one sample into the standard message each consumer e
 (docs/ros.md): ``sensor_msgs/JointState``, ``trajectory_msgs/JointTrajectory``
 without effort (ros2_control rejects effort), ``std_msgs/Float64MultiArray`` (forward command
 controllers), ``nav_msgs/Odometry`` and the ``robot_description`` string with ``file://`` URIs.
+:func:`terrain_mesh_around` and :func:`terrain_marker_msg` turn the run's terrain into a
+``visualization_msgs/Marker`` triangle list.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from pathlib import Path
 import numpy as np
 from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import Point
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from visualization_msgs.msg import Marker
 
 from akd_core.io.errors import ConfigError, MotionError, RunDirError
 from akd_core.io.rundir import REFERENCE, ROBOT_URDF, TRACKED, RunDir
 from akd_core.model.spatial import quat_to_matrix
+from akd_core.model.terrain import Terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 
 NS_PER_S = 1_000_000_000
@@ -258,4 +263,118 @@ def odometry_msg(root_pos: np.ndarray, root_quat: np.ndarray, lin_vel_world: np.
     twist = msg.twist.twist
     twist.linear.x, twist.linear.y, twist.linear.z = (float(v) for v in lin_body)
     twist.angular.x, twist.angular.y, twist.angular.z = (float(v) for v in ang_body)
+    return msg
+
+
+# ----------------------------------------------------------------------------- terrain
+TERRAIN_MARGIN_M = 1.0  # the terrain mesh covers the clip's root path grown by this much
+TERRAIN_MAX_TRIANGLES = 200_000  # above this the mesh is resampled as a coarser height grid (~14 MB at the limit)
+TERRAIN_MARKER_NS = "akd_terrain"
+TERRAIN_COLOR = (0.62, 0.60, 0.56, 1.0)  # RGBA
+
+
+@dataclass
+class TerrainMesh:
+    """A terrain mesh for one clip: ``vertices`` (V, 3) float32 m, ``faces`` (M, 3) int32 (counter-clockwise seen
+    from outside), over ``x_range`` x ``y_range`` m; ``resampled_cell`` (m) when it is a decimated height grid of
+    the top surface (the whole mesh had ``full_triangles`` > the budget), else None."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    full_triangles: int
+    resampled_cell: float | None = None
+
+    @property
+    def num_triangles(self) -> int:
+        return int(len(self.faces))
+
+
+def _compact(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the vertices no face uses; faces renumbered."""
+    used, inverse = np.unique(faces.reshape(-1), return_inverse=True)
+    return vertices[used].astype(np.float32), inverse.reshape(faces.shape).astype(np.int32)
+
+
+def _height_grid_mesh(terrain: Terrain, x_range: tuple[float, float], y_range: tuple[float, float],
+                      max_triangles: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The top surface sampled with :meth:`Terrain.height` on the coarsest square grid whose 2 triangles per cell
+    fit ``max_triangles``; cells with a corner over no surface (height -inf) are left out. Returns (vertices,
+    faces, cell)."""
+    (x0, x1), (y0, y1) = x_range, y_range
+    cell = max(np.sqrt(2.0 * (x1 - x0) * (y1 - y0) / max(max_triangles, 2)), 1e-3)
+    while True:
+        cx, cy = max(1, int(np.ceil((x1 - x0) / cell - 1e-9))), max(1, int(np.ceil((y1 - y0) / cell - 1e-9)))
+        if 2 * cx * cy <= max_triangles or cx == cy == 1:
+            break
+        cell *= 1.02
+    xs, ys = np.linspace(x0, x1, cx + 1), np.linspace(y0, y1, cy + 1)
+    z = terrain.height(xs[:, None], ys[None, :])  # (cx + 1, cy + 1)
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    vertices = np.column_stack([gx.ravel(), gy.ravel(), np.where(np.isfinite(z), z, 0.0).ravel()])
+    idx = np.arange(z.size).reshape(z.shape)
+    v00, v10, v01, v11 = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()
+    finite = np.isfinite(z).ravel()
+    keep = finite[v00] & finite[v10] & finite[v01] & finite[v11]
+    faces = np.concatenate([np.stack([v00, v10, v11], 1)[keep], np.stack([v00, v11, v01], 1)[keep]])
+    if not len(faces):
+        return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32), float(cell)
+    vertices, faces = _compact(vertices, faces)
+    return vertices, faces, float(cell)
+
+
+def terrain_mesh_around(terrain: Terrain, root_pos: np.ndarray, margin: float = TERRAIN_MARGIN_M,
+                        max_triangles: int = TERRAIN_MAX_TRIANGLES) -> TerrainMesh:
+    """``terrain``'s triangle mesh over the clip's root path (``root_pos`` (T, 3) world) grown by ``margin`` m.
+
+    :meth:`Terrain.render_mesh` over that range (planes as a quad over it; boxes and height grids whole), less every
+    triangle whose footprint lies outside the range. When more than ``max_triangles`` remain (a fine height map or
+    rough ground over a long path), the top surface is resampled on a coarser grid with :meth:`Terrain.height`
+    instead (:attr:`TerrainMesh.resampled_cell`): its vertices still lie on the surface.
+    """
+    xy = np.asarray(root_pos, dtype=np.float64).reshape(-1, 3)[:, :2]
+    if not len(xy) or not np.all(np.isfinite(xy)):
+        raise MotionError("the clip's root path is empty or not finite; cannot place the terrain mesh")
+    lo, hi = xy.min(axis=0) - margin, xy.max(axis=0) + margin
+    x_range, y_range = (float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1]))
+    vertices, faces = terrain.render_mesh(x_range, y_range)
+    if len(faces):
+        tri = vertices[faces][..., :2]  # (M, 3, 2)
+        tmin, tmax = tri.min(axis=1), tri.max(axis=1)
+        inside = np.all((tmax >= lo - 1e-6) & (tmin <= hi + 1e-6), axis=1)
+        vertices, faces = _compact(vertices, faces[inside]) if inside.any() else (vertices[:0], faces[:0])
+    full = int(len(faces))
+    if full <= max_triangles:
+        return TerrainMesh(vertices.astype(np.float32), faces.astype(np.int32), x_range, y_range, full)
+    vertices, faces, cell = _height_grid_mesh(terrain, x_range, y_range, max_triangles)
+    return TerrainMesh(vertices, faces, x_range, y_range, full, resampled_cell=cell)
+
+
+def terrain_marker_msg(mesh: TerrainMesh, frame_id: str, stamp_ns: int = 0, ns: str = TERRAIN_MARKER_NS,
+                       marker_id: int = 0, color: tuple[float, float, float, float] = TERRAIN_COLOR) -> Marker:
+    """A ``visualization_msgs/Marker`` TRIANGLE_LIST (ADD): three points per triangle in ``frame_id``, identity
+    pose, scale 1, one colour, no lifetime (stays until replaced or deleted). Stamp 0: RViz uses the latest
+    transform, right for a static mesh."""
+    msg = Marker()
+    msg.header.stamp = time_msg(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.ns, msg.id = ns, int(marker_id)
+    msg.type, msg.action = Marker.TRIANGLE_LIST, Marker.ADD
+    msg.pose.orientation.w = 1.0
+    msg.scale.x = msg.scale.y = msg.scale.z = 1.0
+    msg.color.r, msg.color.g, msg.color.b, msg.color.a = (float(c) for c in color)
+    corners = np.asarray(mesh.vertices, dtype=np.float64)[np.asarray(mesh.faces).reshape(-1)]  # (3M, 3)
+    msg.points = [Point(x=x, y=y, z=z) for x, y, z in corners.tolist()]
+    return msg
+
+
+def terrain_delete_msg(frame_id: str, stamp_ns: int = 0, ns: str = TERRAIN_MARKER_NS, marker_id: int = 0) -> Marker:
+    """A DELETE of the terrain marker (flat ground: clears a mesh an earlier replay left in RViz)."""
+    msg = Marker()
+    msg.header.stamp = time_msg(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.ns, msg.id = ns, int(marker_id)
+    msg.type, msg.action = Marker.TRIANGLE_LIST, Marker.DELETE
+    msg.pose.orientation.w = 1.0
     return msg

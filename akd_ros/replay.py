@@ -11,7 +11,13 @@ topic (parameter)                           type                                
 /position_controller/commands                std_msgs/Float64MultiArray          PD target per sample
 /effort_controller/commands                  std_msgs/Float64MultiArray          torque per sample
 /akd/root_odom (root_odom_topic)             nav_msgs/Odometry                   root pose, body-frame twist
+/akd/terrain (terrain_topic)                 visualization_msgs/Marker,          the run's terrain, once
+                                             transient_local
 ==========================================  ==================================  ==========================
+
+The terrain (``akd_core.model.terrain.run_terrain``) is a TRIANGLE_LIST mesh in ``odom_frame`` (the frame of the
+root odometry) over the clip's root path grown by 1 m, resampled as a coarser height grid above
+``terrain_max_triangles``; flat ground publishes a DELETE of that marker instead (clears an earlier replay's mesh).
 
 Sample ``k`` is published at ``t0 + k * period`` with ``period = dt / rate_scale`` (or ``1 / rate``):
 the index comes from elapsed steady time, so the stream never drifts, and a late tick publishes
@@ -43,14 +49,17 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import Marker
 
 from akd_core.io.errors import AKDError, ConfigError, MotionError
 from akd_core.io.rundir import ROBOT_URDF, RunDir
 from akd_core.io.signals import stop_on_sigint
 from akd_core.model.robot import load_urdf
+from akd_core.model.terrain import run_terrain
 from akd_ros.convert import (
     LOOP_RETURN_SPEED_RATIO,
     NS_PER_S,
+    TERRAIN_MAX_TRIANGLES,
     ReplayData,
     float64_array_msg,
     joint_state_msg,
@@ -59,6 +68,9 @@ from akd_ros.convert import (
     odometry_msg,
     parse_remap,
     robot_description_xml,
+    terrain_delete_msg,
+    terrain_marker_msg,
+    terrain_mesh_around,
     time_msg,
     with_loop_return,
 )
@@ -72,6 +84,7 @@ TOPIC_PARAMETERS = {
     "position_commands_topic": "/position_controller/commands",
     "effort_commands_topic": "/effort_controller/commands",
     "root_odom_topic": "/akd/root_odom",
+    "terrain_topic": "/akd/terrain",
 }
 WAIT_POLL_S = 0.01
 
@@ -89,7 +102,8 @@ class ReplayOptions:
     publish_trajectory: bool = True
     publish_description: bool = True
     allow_unsafe: bool = False
-    odom_frame: str = "odom"
+    odom_frame: str = "odom"  # root odometry and terrain marker frame (the run's world frame)
+    terrain_max_triangles: int = TERRAIN_MAX_TRIANGLES  # above: the terrain mesh is resampled coarser
     qos_depth: int = 100
     wait_for_subscribers: int = 0  # start streaming once each wait_topics topic has this many subscribers
     wait_topics: list[str] = field(default_factory=list)  # empty: the joint_states topic
@@ -206,6 +220,8 @@ class RunReplayer:
             self._publishers["robot_description_topic"].publish(String(data=description))
             node.get_logger().info(f"published {self._topic('robot_description_topic')} "
                                    f"({len(description)} chars, transient_local)")
+        if "terrain_topic" in self._publishers:
+            self._publish_terrain(run)
         # built once: thousands of points take tens of ms, which must not delay the first sample
         self._trajectory = (joint_trajectory_msg(self.joint_names, data.pd_targets, data.pd_target_vel,
                                                  self.period_ns) if "trajectory_topic" in self._publishers else None)
@@ -227,12 +243,34 @@ class RunReplayer:
             "position_commands_topic": (Float64MultiArray, _qos(depth), True),
             "effort_commands_topic": (Float64MultiArray, _qos(depth), self.data.joint_torques is not None),
             "root_odom_topic": (Odometry, _qos(depth), True),
+            "terrain_topic": (Marker, _qos(1, latched=True), True),
         }
         publishers = {}
         for key, (msg_type, qos, enabled) in wanted.items():
             if enabled and self._topic(key):
                 publishers[key] = self.node.create_publisher(msg_type, self._topic(key), qos)
         return publishers
+
+    def _publish_terrain(self, run: RunDir) -> None:
+        """The run's terrain as a latched Marker, once: a triangle mesh, or a DELETE for flat ground."""
+        log, topic, frame = self.node.get_logger(), self._topic("terrain_topic"), self.options.odom_frame
+        try:
+            terrain = run_terrain(run)
+        except AKDError as exc:  # the terrain only shows the ground: the motion streams still go out
+            log.warning(f"not publishing {topic}: {exc}")
+            return
+        if terrain.is_flat:
+            self._publishers["terrain_topic"].publish(terrain_delete_msg(frame))
+            log.info(f"published {topic}: flat ground, a DELETE of the terrain marker (transient_local)")
+            return
+        mesh = terrain_mesh_around(terrain, self.data.root_pos,
+                                   max_triangles=max(2, int(self.options.terrain_max_triangles)))
+        self._publishers["terrain_topic"].publish(terrain_marker_msg(mesh, frame))
+        resampled = (f", resampled on a {mesh.resampled_cell:.3f} m grid from {mesh.full_triangles}"
+                     if mesh.resampled_cell is not None else "")
+        log.info(f"published {topic}: {terrain.kind} terrain, {mesh.num_triangles} triangles{resampled} over x "
+                 f"[{mesh.x_range[0]:.2f}, {mesh.x_range[1]:.2f}] y [{mesh.y_range[0]:.2f}, {mesh.y_range[1]:.2f}] m "
+                 f"in {frame} (transient_local)")
 
     # -- run --------------------------------------------------------------------
     def begin(self) -> None:
