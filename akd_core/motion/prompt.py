@@ -59,7 +59,10 @@ SUBJECT_WORDS = {"a", "an", "the", "robot", "dog", "puppy", "cat", "horse", "pon
                  "it", "to", "of", "in", "on", "at", "around", "across", "along", "over", "ground", "floor", "field",
                  "straight", "ahead", "then", "gait", "motion", "speed", "pace_", "up", "down", "by", "toward",
                  "towards", "mode", "like", "little", "big", "small", "large", "happy", "happily", "one", "two",
-                 "four", "six", "legs", "leg", "grass", "road", "path", "flat", "smoothly", "naturally", "casually"}
+                 "four", "six", "legs", "leg", "grass", "road", "path", "flat", "smoothly", "naturally", "casually",
+                 # terrain words (akd_core.model.terrain.terrain_from_prompt reads them)
+                 "stairs", "stair", "staircase", "steps", "slope", "slopes", "hill", "ramp", "incline", "degree",
+                 "degrees", "deg", "rough", "uneven", "rocky", "bumpy", "terrain", "curb", "kerb", "block", "onto"}
 DIRECTION_WORDS = {"forward", "forwards", "backward", "backwards", "back", "reverse", "sideways", "sidestep",
                    "sidestepping", "left", "right", "turn", "turning", "turns", "circle", "circling", "circles",
                    "clockwise", "counterclockwise", "anticlockwise", "place", "spot", "stationary", "sharply",
