@@ -3,7 +3,8 @@
 ``akd ros replay RUN [--rate HZ] [--loop]`` streams a run on live topics (see :mod:`akd_ros.replay`);
 ``akd ros generate --robot R --prompt P`` runs the generator node once (pipeline, then replay);
 ``akd ros sim --robot R [--run RUN | --policy P.onnx]`` runs the MuJoCo simulator node (:mod:`akd_ros.sim`);
-``akd ros policy P.onnx`` runs an exported policy against it (:mod:`akd_ros.policy_node`).
+``akd ros policy P.onnx [--cmd-vel]`` runs an exported policy against it (:mod:`akd_ros.policy_node`; a
+velocity-command policy follows /cmd_vel).
 rclpy is imported only when a command runs, so ``akd ros --help`` works without the ROS wheels.
 """
 
@@ -88,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="also publish a one-point JointTrajectory per command (joint_trajectory_controller)")
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many simulated seconds")
     p.add_argument("--wall-time", action="store_true", help="use the wall clock instead of /clock")
+    p.add_argument("--cmd-vel", action="store_true",
+                   help="follow /cmd_vel (geometry_msgs/Twist in base_link) with a velocity-command policy "
+                        "(`akd train-policy LIBRARY --task velocity`): clipped to its trained box, zero after "
+                        "--cmd-vel-timeout s without a Twist")
+    p.add_argument("--cmd-vel-topic", default="/cmd_vel", help="the Twist topic (default /cmd_vel)")
+    p.add_argument("--cmd-vel-timeout", type=float, default=0.5,
+                   help="seconds (wall clock) without a Twist after which the command is zero (default 0.5)")
     p.set_defaults(ros_func=_policy)
 
 
@@ -132,7 +140,8 @@ def _policy(args: argparse.Namespace) -> int:
     from akd_ros.policy_node import PolicyOptions, run_policy_node
 
     options = PolicyOptions(policy=str(args.policy), clip=args.clip, publish_trajectory=args.trajectory,
-                            duration=args.duration)
+                            duration=args.duration, cmd_vel=args.cmd_vel, cmd_vel_topic=args.cmd_vel_topic,
+                            cmd_vel_timeout=args.cmd_vel_timeout)
     run_policy_node(options, args=[] if args.wall_time else ["--ros-args", "-p", "use_sim_time:=true"])
     return 0
 

@@ -9,16 +9,29 @@ PD targets to the URDF limits and to the velocity limits from the last target, a
 ``/position_controller/commands`` (std_msgs/Float64MultiArray in the export's joint order, forward_command_controller)
 and, with ``publish_trajectory``, as a one-point JointTrajectory one control period ahead
 (joint_trajectory_controller). Run it with ``use_sim_time:=true`` against the simulator node.
+
+A velocity-command policy (``akd train-policy LIBRARY --task velocity``; ``cmd_vel:=true``, CLI ``--cmd-vel``) has
+no clip: it follows ``/cmd_vel`` (geometry_msgs/Twist in ``base_link``, REP 103: ``linear.x`` forward and
+``linear.y`` left in m/s, ``angular.z`` yaw rate in rad/s; taken as the heading-frame command the policy was trained
+on, which it is for a base standing level). Each Twist is clipped into the policy's trained command box (the
+export's ``command`` metadata); a watchdog zeroes the command when no Twist has arrived for ``cmd_vel_timeout``
+(0.5 s) of wall-clock time (steady clock: a teleop that stopped sending stops the robot, whatever the simulated
+clock does), and before the first one, so the robot stands. The command fed to the policy at each step is published
+on ``command_topic`` (geometry_msgs/TwistStamped, stamped with the state it was used for). The policy's gait clock
+(the export's ``command.clock``: a phase advancing at the library's stride frequency for the command, stopped while
+the command is zero) starts at the start state's phase and advances one control period per step.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import rclpy
+from geometry_msgs.msg import Twist, TwistStamped
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -28,7 +41,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from akd_core.io.errors import AKDError, ConfigError, MotionError
 from akd_core.io.signals import stop_on_sigint
-from akd_core.learn.observation import build_observations
+from akd_core.learn.command import CommandBox, GaitClock
+from akd_core.learn.observation import build_observations, velocity_observations
 from akd_core.learn.onnx_export import OnnxPolicy
 from akd_ros.convert import NS_PER_S, duration_msg, float64_array_msg, time_msg
 
@@ -48,6 +62,10 @@ class PolicyOptions:
     trajectory_topic: str = "/joint_trajectory_controller/joint_trajectory"
     publish_trajectory: bool = False
     duration: float = 0.0  # stop after this many seconds of state stamps (0: until Ctrl-C)
+    cmd_vel: bool = False  # follow /cmd_vel (a velocity-command policy does whether or not this is set)
+    cmd_vel_topic: str = "/cmd_vel"
+    cmd_vel_timeout: float = 0.5  # s of steady (wall) time without a Twist after which the command is zero
+    command_topic: str = "/akd_policy/command"  # the command the policy was given, per step ('' = off)
 
 
 def parameter_names() -> list[str]:
@@ -76,9 +94,26 @@ class PolicyNode(Node):
         if not opts.policy:
             raise ConfigError("akd_policy needs parameter policy:=POLICY.onnx (`akd export-policy`)")
         self.policy = OnnxPolicy(opts.policy)
-        if not 0 <= opts.clip < len(self.policy.clips):
+        self.velocity = self.policy.task == "velocity"
+        if opts.cmd_vel and not self.velocity:
+            raise ConfigError(f"{opts.policy} follows reference clips, not velocity commands; train a velocity-command "
+                              "policy with `akd train-policy LIBRARY --task velocity` for cmd_vel:=true")
+        starts = len(self.policy.start_states)
+        if self.velocity:
+            if not 0 <= opts.clip < starts:
+                raise ConfigError(f"clip {opts.clip} is out of range: {opts.policy} holds {starts} start states")
+            self.clip = None
+            self.box = CommandBox.from_dict(self.policy.command["box"])
+            self.clock = GaitClock.from_dict(self.policy.command["clock"])
+            self.phase = float(np.asarray(self.policy.start_states[opts.clip].get("phase", 0.0)).reshape(-1)[0])
+        elif not 0 <= opts.clip < len(self.policy.clips):
             raise ConfigError(f"clip {opts.clip} is out of range: {opts.policy} holds {len(self.policy.clips)} clips")
-        self.clip = self.policy.clips[opts.clip]
+        else:
+            self.clip = self.policy.clips[opts.clip]
+        self.twist: np.ndarray | None = None  # the last Twist as (vx, vy, yaw rate), before clipping
+        self.twist_time = -np.inf  # steady-clock time it arrived
+        self.twists = self.clipped = self.watchdog_trips = 0
+        self.watchdog_on = True  # the command is zero until the first Twist
         self.joint_names = self.policy.joint_names
         limits = self.policy.limits
         self.lower, self.upper = limits["lower"], limits["upper"]
@@ -95,8 +130,21 @@ class PolicyNode(Node):
                                if opts.publish_trajectory else None)
         self.create_subscription(JointState, opts.joint_states_topic, self._on_joints, _qos())
         self.create_subscription(Imu, opts.imu_topic, self._on_imu, _qos())
-        self.get_logger().info(f"policy {opts.policy} ({self.policy.meta.get('method')}, {len(self.joint_names)} "
-                               f"joints, {1.0 / self.policy.dt:g} Hz) tracking clip {opts.clip} ('{self.clip.name}')")
+        self.twist_pub = None
+        if self.velocity:
+            self.create_subscription(Twist, opts.cmd_vel_topic, self._on_twist, _qos(10))
+            if opts.command_topic:
+                self.twist_pub = self.create_publisher(TwistStamped, opts.command_topic, _qos())
+            box = self.box
+            self.get_logger().info(
+                f"policy {opts.policy} ({self.policy.meta.get('method')}, {len(self.joint_names)} joints, "
+                f"{1.0 / self.policy.dt:g} Hz) following {opts.cmd_vel_topic} within vx {list(box.vx)} m/s, vy "
+                f"{list(box.vy)} m/s, yaw rate {list(box.yaw_rate)} rad/s; zero after {opts.cmd_vel_timeout:g} s "
+                "without a Twist")
+        else:
+            self.get_logger().info(f"policy {opts.policy} ({self.policy.meta.get('method')}, {len(self.joint_names)} "
+                                   f"joints, {1.0 / self.policy.dt:g} Hz) tracking clip {opts.clip} "
+                                   f"('{self.clip.name}')")
 
     def _on_joints(self, msg: JointState) -> None:
         index = {n: i for i, n in enumerate(msg.name)}
@@ -114,6 +162,28 @@ class PolicyNode(Node):
         self.imu = (_stamp_ns(msg.header.stamp), np.array([q.x, q.y, q.z, q.w]), np.array([w.x, w.y, w.z]))
         self._maybe_act()
 
+    def _on_twist(self, msg: Twist) -> None:
+        self.twist = np.array([msg.linear.x, msg.linear.y, msg.angular.z], np.float64)
+        self.twist_time = time.monotonic()
+        self.twists += 1
+
+    def command(self) -> np.ndarray:
+        """The command (3,) for this step: the last Twist clipped into the box, zero when it is older than
+        ``cmd_vel_timeout`` (or none came yet)."""
+        stale = self.twist is None or time.monotonic() - self.twist_time > self.options.cmd_vel_timeout
+        if stale != self.watchdog_on:
+            self.watchdog_on = stale
+            if stale:
+                self.watchdog_trips += 1
+                self.get_logger().info(f"no Twist on {self.options.cmd_vel_topic} for "
+                                       f"{self.options.cmd_vel_timeout:g} s: commanding zero (stand still)")
+        if stale or not np.all(np.isfinite(self.twist)):
+            return np.zeros(3)
+        command = self.box.clip(self.twist)
+        if np.abs(command - self.twist).max() > 1e-9:
+            self.clipped += 1
+        return command
+
     def _maybe_act(self) -> None:
         if self.joint is None or self.imu is None or self.joint[0] != self.imu[0] or self.joint[0] <= self.done_ns:
             return
@@ -127,8 +197,20 @@ class PolicyNode(Node):
         frame = int(round((stamp - self.first_ns) / (self.policy.dt * NS_PER_S)))
         _, position, velocity = self.joint
         _, quat, gyro = self.imu
-        obs = build_observations(position[None], velocity[None], self.last_target[None], quat[None], gyro[None],
-                                 self.clip, np.array([frame]))
+        if self.velocity:
+            command = self.command()
+            obs = velocity_observations(position[None], velocity[None], self.last_target[None], quat[None],
+                                        gyro[None], command[None], np.array([self.phase]))
+            self.phase = float(self.clock.advance(self.phase, command, self.policy.dt))
+            if self.twist_pub is not None:
+                out = TwistStamped()
+                out.header.stamp = time_msg(stamp)
+                out.header.frame_id = "base_link"
+                out.twist.linear.x, out.twist.linear.y, out.twist.angular.z = (float(v) for v in command)
+                self.twist_pub.publish(out)
+        else:
+            obs = build_observations(position[None], velocity[None], self.last_target[None], quat[None], gyro[None],
+                                     self.clip, np.array([frame]))
         target = self.policy.act(obs)[0]
         target = np.clip(target, self.lower, self.upper)
         target = np.clip(target, self.last_target - self.max_step, self.last_target + self.max_step)
@@ -145,6 +227,13 @@ class PolicyNode(Node):
             self.trajectory_pub.publish(msg)
         self.steps += 1
 
+    def summary(self) -> str:
+        text = f"published {self.steps} PD-target commands"
+        if self.velocity:
+            text += (f"; {self.twists} Twist messages received, {self.clipped} steps clipped into the box, the "
+                     f"watchdog zeroed the command {self.watchdog_trips} times")
+        return text
+
 
 def run_policy_node(options: PolicyOptions, args: list[str] | None = None) -> None:
     context = rclpy.Context()
@@ -156,10 +245,10 @@ def run_policy_node(options: PolicyOptions, args: list[str] | None = None) -> No
         executor.add_node(node)
         while rclpy.ok(context=context) and not node.finished:
             executor.spin_once(timeout_sec=0.1)
-        node.get_logger().info(f"published {node.steps} PD-target commands")
+        node.get_logger().info(node.summary())
     except (KeyboardInterrupt, ExternalShutdownException):
         if node is not None:
-            node.get_logger().info(f"published {node.steps} PD-target commands")
+            node.get_logger().info(node.summary())
     finally:
         if node is not None:
             node.destroy_node()

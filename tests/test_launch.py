@@ -58,7 +58,7 @@ def _node_parameter_names() -> dict[str, set[str]]:
 
 def test_every_launch_file_exists():
     assert {p.name for p in LAUNCH_FILES} == {"replay.launch.py", "generate.launch.py", "sim.launch.py",
-                                              "policy.launch.py"}
+                                              "policy.launch.py", "velocity.launch.py"}
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

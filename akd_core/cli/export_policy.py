@@ -1,4 +1,5 @@
-"""`akd export-policy POLICY.pt -o POLICY.onnx`: the policy as one ONNX graph with its deployment metadata."""
+"""`akd export-policy POLICY.pt -o POLICY.onnx`: the policy as one ONNX graph with its deployment metadata (for a
+velocity-command policy, where the command sits in ``obs`` and in what units)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     policy, meta = load_policy(args.policy)
     path = export_onnx(policy, meta, args.output)
+    command = ""
+    if meta.task == "velocity":
+        start, stop = meta.command["indices"]
+        command = (f"; the command {', '.join(meta.command['names'])} ({', '.join(meta.command['units'])}, heading "
+                   f"frame) at obs[{start}:{stop}]")
     print(f"{args.policy} -> {path} (input 'obs' [N, {sum(s for _, s in meta.obs_layout)}], output 'pd_target' "
-          f"[N, {len(meta.joint_names)}] absolute PD targets in rad, {1.0 / meta.dt:g} Hz)")
+          f"[N, {len(meta.joint_names)}] absolute PD targets in rad, {1.0 / meta.dt:g} Hz{command})")
     return 0

@@ -1,11 +1,12 @@
-"""`akd train-policy DATASET --robot ROBOT --method bc|dagger -o POLICY.pt` (and `akd train-bc`, its BC alias)."""
+"""`akd train-policy DATASET --robot ROBOT --method bc|dagger|ppo -o POLICY.pt` (and `akd train-bc`, its BC alias);
+`akd train-policy LIBRARY --task velocity -o POLICY.pt`: a velocity-command policy on a motion library."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from akd_core.cli.eval_policy import add_randomisation_arguments, expert_config, randomisation
+from akd_core.cli.eval_policy import add_randomisation_arguments, expert_config, parse_pair, randomisation
 from akd_core.cli.options import add_robot_options
 from akd_core.io.errors import ConfigError
 from akd_core.learn.bc import BCConfig, train_bc
@@ -13,18 +14,28 @@ from akd_core.learn.dagger import DaggerConfig, train_dagger
 from akd_core.learn.dataset import load_dataset
 from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
 from akd_core.learn.ppo import PPOConfig, train_ppo
+from akd_core.learn.velocity import VelocityConfig, library_robot, train_velocity
+from akd_core.learn.velocity_env import IMITATIONS, REWARD_WEIGHTS
 from akd_core.model.load import load_robot
 
 METHODS = ("bc", "dagger", "ppo")
+TASKS = ("reference", "velocity")
+VELOCITY_EPISODE_S, VELOCITY_INIT_STD = 20.0, 0.15
 
 
 def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> None:
     """Options of `akd train-policy` (``bc_alias``: `akd train-bc`, no --method and no DAgger options)."""
-    parser.add_argument("dataset", type=Path, help="HDF5 dataset from `akd export RUN [RUN...] --format hdf5`")
-    add_robot_options(parser)
+    parser.add_argument("dataset", type=Path,
+                        help="HDF5 dataset from `akd export RUN [RUN...] --format hdf5`; with --task velocity an "
+                             "`akd library --out DIR` folder (or an HDF5 dataset whose demos carry obs/command)")
+    add_robot_options(parser, required=bc_alias)
     parser.add_argument("-o", "--output", type=Path, required=True, help="policy file to write (.pt)")
     if not bc_alias:
-        parser.add_argument("--method", choices=METHODS, default="dagger",
+        parser.add_argument("--task", choices=TASKS, default="reference",
+                            help="reference: follow the dataset's clips (default); velocity: follow a velocity "
+                                 "command (vx, vy, yaw rate) in the style of a motion library (BC, then PPO; "
+                                 "no --method)")
+        parser.add_argument("--method", choices=METHODS, default=None,
                             help="bc: behaviour cloning; dagger: BC, then DAgger with the MPC expert (default); "
                                  "ppo: PPO fine-tuning under pushes (rsl-rl-lib) of --init POLICY.pt, else of BC")
     parser.add_argument("--onnx", type=Path, default=None, help="also write the ONNX export here")
@@ -76,10 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                      help=f"worlds stepped together (default {PPOConfig.num_envs})")
     ppo.add_argument("--steps-per-env", type=int, default=PPOConfig.steps_per_env,
                      help=f"control periods per world per iteration (default {PPOConfig.steps_per_env})")
-    ppo.add_argument("--ppo-episode-seconds", type=float, default=PPOConfig.episode_s,
-                     help=f"episode time limit, s (default {PPOConfig.episode_s:g})")
-    ppo.add_argument("--init-std", type=float, default=PPOConfig.init_std,
-                     help=f"exploration std in normalised action units (default {PPOConfig.init_std:g})")
+    ppo.add_argument("--ppo-episode-seconds", type=float, default=None,
+                     help=f"episode time limit, s (default {PPOConfig.episode_s:g}; --task velocity "
+                          f"{VELOCITY_EPISODE_S:g})")
+    ppo.add_argument("--init-std", type=float, default=None,
+                     help=f"exploration std in normalised action units (default {PPOConfig.init_std:g}; --task "
+                          f"velocity {VELOCITY_INIT_STD:g})")
     ppo.add_argument("--ppo-lr", type=float, default=PPOConfig.learning_rate,
                      help=f"the actor's starting learning rate, adapted each iteration to --ppo-kl "
                           f"(default {PPOConfig.learning_rate:g})")
@@ -88,6 +101,21 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                           f"(default {PPOConfig.desired_kl:g})")
     ppo.add_argument("--critic-warmup", type=int, default=PPOConfig.critic_warmup,
                      help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
+    vel = parser.add_argument_group("velocity-command policies (--task velocity; the PPO and randomisation options "
+                                    "above apply)")
+    vel.add_argument("--imitation", choices=IMITATIONS, default="match",
+                     help="imitation of the library at the command: match (motion matching: the library frame "
+                          "nearest in command and gait phase; default), amp (an AMP discriminator on state "
+                          "transitions), none")
+    vel.add_argument("--resample-seconds", default="2,6", metavar="LO,HI",
+                     help="seconds between command changes in training, drawn per change (default 2,6)")
+    vel.add_argument("--zero-share", type=float, default=VelocityConfig.zero_share,
+                     help=f"share of command draws that stand still (default {VelocityConfig.zero_share:g})")
+    vel.add_argument("--library-share", type=float, default=VelocityConfig.library_share,
+                     help="share of command draws taken from the library's frames, the rest uniform in the box "
+                          f"(default {VelocityConfig.library_share:g})")
+    vel.add_argument("--reward-weight", action="append", default=[], metavar="TERM=W",
+                     help=f"override a reward weight (repeatable; terms {', '.join(REWARD_WEIGHTS)})")
 
 
 def add_bc_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,23 +133,67 @@ def _hidden(text: str) -> tuple[int, ...]:
     return hidden
 
 
+def _weights(items: list[str]) -> dict[str, float]:
+    weights = dict(REWARD_WEIGHTS)
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError as exc:
+            raise ConfigError(f"--reward-weight must be TERM=NUMBER, got {item!r}") from exc
+    return weights
+
+
+def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
+    if args.method is not None:
+        raise ConfigError("--task velocity chooses its own training (BC on the library, then PPO); drop --method")
+    lo, hi = parse_pair(args.resample_seconds, "--resample-seconds")
+    ppo = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
+                    episode_s=args.ppo_episode_seconds or VELOCITY_EPISODE_S,
+                    init_std=args.init_std or VELOCITY_INIT_STD, learning_rate=args.ppo_lr, desired_kl=args.ppo_kl,
+                    critic_warmup=args.critic_warmup, randomisation=randomisation(args), seed=args.seed)
+    cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
+                         library_share=args.library_share, imitation=args.imitation,
+                         weights=_weights(args.reward_weight), seed=args.seed)
+    robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)
+    return train_velocity(args.dataset, robot, cfg, checkpoint=checkpoint)
+
+
 def run(args: argparse.Namespace) -> int:
-    method = getattr(args, "method", "bc")
+    task = getattr(args, "task", "reference")
+    method = "bc" if not hasattr(args, "method") else (args.method or "dagger")
     bc = BCConfig(hidden=_hidden(args.hidden), action_mode=args.action_mode, seed=args.seed,
                   fit=FitConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                                 obs_noise=args.fit_noise))
     if args.epochs < 1:
         raise ConfigError(f"--epochs must be at least 1, got {args.epochs}")
-    robot = load_robot(args.robot, args.package_path)
-    dataset = load_dataset(args.dataset)
     checkpoint = args.output.with_name(args.output.name + ".ckpt")
     if getattr(args, "no_resume", False) and checkpoint.exists():
         checkpoint.unlink()
+    if task == "velocity":
+        policy, meta, metrics = _velocity(args, bc, checkpoint)
+        save_policy(args.output, policy, meta)
+        box = metrics["box"]
+        print(f"velocity: {metrics['num_demos']} library demos, {metrics['num_samples']} frames, command box vx "
+              f"{box['vx_mps']}, vy {box['vy_mps']}, yaw rate {box['yaw_rate_radps']} ({metrics['box_source']}); BC "
+              f"PD-target RMSE {metrics['bc']['target_rmse_rad']:.4f} rad, {metrics['env_steps']} environment steps "
+              f"over {metrics['iterations']} PPO iterations ({metrics['imitation']} imitation), "
+              f"{metrics['train_seconds']:.1f} s -> {args.output}")
+        if args.onnx is not None:
+            from akd_core.learn.onnx_export import export_onnx
+
+            print(f"ONNX -> {export_onnx(policy, meta, args.onnx)}")
+        return 0
+    if not args.robot:
+        raise ConfigError("--robot is required (the robot the dataset was made for)")
+    robot = load_robot(args.robot, args.package_path)
+    dataset = load_dataset(args.dataset)
     if method == "bc":
         policy, meta, metrics = train_bc(dataset, robot, bc)
     elif method == "ppo":
         cfg = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
-                        episode_s=args.ppo_episode_seconds, init_std=args.init_std, learning_rate=args.ppo_lr,
+                        episode_s=args.ppo_episode_seconds or PPOConfig.episode_s,
+                        init_std=args.init_std or PPOConfig.init_std, learning_rate=args.ppo_lr,
                         desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
                         bc=bc, seed=args.seed)
         policy, meta, metrics = train_ppo(dataset, robot, cfg, init=args.init, checkpoint=checkpoint)

@@ -5,7 +5,7 @@ A :class:`Demo` is one tracked clip at the control rate (simulated states and th
 plus the kinematic reference it tracked (:class:`~akd_core.learn.reference.ReferenceClip`): from the demo's
 ``reference/`` group, else from ``reference.npz`` of the run named in its ``run`` attribute, else (old or hand-made
 files) the demo's own simulated motion stands in for it. Tracked frame k was simulated while tracking reference frame k.
-"""
+A demo of an ``akd library`` dataset also carries the velocity command it followed (``obs/command``, ``command``)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ class Demo:
     actions: np.ndarray  # (T, J) PD targets
     reference: ReferenceClip
     reference_source: str = "reference"  # "reference" (the dataset's), "run" (RUN/reference.npz), "tracked"
+    command: np.ndarray | None = None  # (T, 3) the velocity command followed (vx, vy, yaw rate; heading frame)
 
     @property
     def num_frames(self) -> int:
@@ -122,7 +123,13 @@ def _demo(path: Path, raw, joint_names: list[str], dt: float, gait_hz: float | N
     contacts = np.asarray(obs["foot_contacts"]).astype(bool) if "foot_contacts" in obs else None
     motion, source = _reference_motion(path, raw, joint_names, dt, arrays, contacts)
     clip = ReferenceClip.from_motion(motion, dt, name=name, gait_hz=gait_hz)
-    return Demo(name=name, actions=actions, reference=clip, reference_source=source, **arrays)
+    command = None
+    if "command" in obs:
+        command = np.asarray(obs["command"], dtype=np.float64)
+        if command.shape != (frames, 3):
+            raise MotionError(f"{path}: data/{name}/obs/command has shape {command.shape}, expected ({frames}, 3): "
+                              "vx, vy, yaw rate per frame")
+    return Demo(name=name, actions=actions, reference=clip, reference_source=source, command=command, **arrays)
 
 
 def _reference_motion(path: Path, raw, joint_names: list[str], dt: float, arrays: dict[str, np.ndarray],

@@ -24,6 +24,17 @@ Everything is in the base or heading frame, so the policy does not depend on whe
 faces, only on how far its heading is from the reference's. Observation noise (:func:`noise_scales`) is uniform with
 legged_gym's per-term scales in physical units (joint_pos 0.01 rad, joint_vel 1.5 rad/s, gravity 0.05, gyro
 0.2 rad/s; heading 0.02), times the evaluation's ``--obs-noise`` level.
+
+A velocity-command policy (``task = "velocity"``, :func:`velocity_observation_layout`) sees the same measured terms
+without the heading error, plus the command instead of a reference:
+
+| term | size | meaning |
+|---|---|---|
+| joint_pos, joint_vel, last_target, gravity_body, ang_vel_body | J, J, J, 3, 3 | as above |
+| command | 3 | vx, vy (m/s) and yaw rate (rad/s) in the heading frame (:mod:`akd_core.learn.command`) |
+| clock | 2 | sin, cos of the gait clock's phase (:class:`akd_core.learn.command.GaitClock`) |
+
+The command and the clock are given, not measured: they get no noise.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import numpy as np
 from akd_core.learn.reference import ReferenceClip, yaw_of
 from akd_core.model.spatial import quat_to_matrix
 
+TASKS = ("reference", "velocity")  # what a policy is conditioned on: a reference clip, or a velocity command
 REFERENCE_OFFSETS = (1, 4)  # control periods ahead of the reference joint angles in the observation
 NOISE_SCALES = {"joint_pos": 0.01, "joint_vel": 1.5, "gravity_body": 0.05, "ang_vel_body": 0.2,
                 "heading_error": 0.02}
@@ -46,6 +58,22 @@ def observation_layout(num_joints: int) -> list[tuple[str, int]]:
             ("ref_lin_vel_heading", 3), ("ref_yaw_rate", 1), ("ref_gravity_body", 3)]
 
 
+def velocity_observation_layout(num_joints: int) -> list[tuple[str, int]]:
+    """Names and sizes of a velocity-command policy's observation terms, in order (module docstring)."""
+    j = num_joints
+    return [("joint_pos", j), ("joint_vel", j), ("last_target", j), ("gravity_body", 3), ("ang_vel_body", 3),
+            ("command", 3), ("clock", 2)]
+
+
+def task_layout(task: str, num_joints: int) -> list[tuple[str, int]]:
+    """The observation layout of a policy of ``task`` ("reference" or "velocity")."""
+    if task == "velocity":
+        return velocity_observation_layout(num_joints)
+    if task == "reference":
+        return observation_layout(num_joints)
+    raise ValueError(f"unknown policy task {task!r}; one of {TASKS}")
+
+
 def observation_slices(layout: list[tuple[str, int]]) -> dict[str, slice]:
     """Name -> slice of the observation vector."""
     out, start = {}, 0
@@ -55,9 +83,10 @@ def observation_slices(layout: list[tuple[str, int]]) -> dict[str, slice]:
     return out
 
 
-def noise_scales(num_joints: int) -> np.ndarray:
-    """(D,) half-width of the uniform observation noise per column at noise level 1."""
-    layout = observation_layout(num_joints)
+def noise_scales(num_joints: int, layout: list[tuple[str, int]] | None = None) -> np.ndarray:
+    """(D,) half-width of the uniform observation noise per column at noise level 1 (of ``layout``, default the
+    reference-conditioned one)."""
+    layout = observation_layout(num_joints) if layout is None else layout
     return np.concatenate([np.full(size, NOISE_SCALES.get(name, 0.0)) for name, size in layout])
 
 
@@ -108,12 +137,31 @@ def build_observations(joint_pos: np.ndarray, joint_vel: np.ndarray, last_target
     return obs.astype(np.float32)
 
 
-def sample_noise(rng: np.random.Generator, rows: int, num_joints: int, level: float) -> np.ndarray | None:
+def sample_noise(rng: np.random.Generator, rows: int, num_joints: int, level: float,
+                 layout: list[tuple[str, int]] | None = None) -> np.ndarray | None:
     """(rows, D) uniform noise at ``level`` times :func:`noise_scales`, or None at level 0."""
     if level <= 0:
         return None
-    scales = noise_scales(num_joints)
+    scales = noise_scales(num_joints, layout)
     return rng.uniform(-1.0, 1.0, size=(rows, scales.size)) * scales * level
+
+
+def velocity_observations(joint_pos: np.ndarray, joint_vel: np.ndarray, last_target: np.ndarray,
+                          root_quat: np.ndarray, ang_vel_body: np.ndarray, command: np.ndarray, phase: np.ndarray,
+                          noise: np.ndarray | None = None) -> np.ndarray:
+    """A velocity-command policy's observations (N, 3J + 11) float32 in the order of
+    :func:`velocity_observation_layout`, from encoders (N, J), the last targets (N, J), the IMU orientation (N, 4)
+    xyzw, the gyro (N, 3) (base frame), the commands (N, 3) and the gait clock's phases (N,) rad; ``noise`` (N, D)
+    is added when given."""
+    rot = quat_to_matrix(np.asarray(root_quat, dtype=np.float64))
+    gravity = -rot[..., 2, :]
+    phase = np.asarray(phase, dtype=np.float64).reshape(-1)
+    obs = np.concatenate([joint_pos, joint_vel, last_target, gravity, ang_vel_body,
+                          np.asarray(command, dtype=np.float64).reshape(-1, 3),
+                          np.stack([np.sin(phase), np.cos(phase)], -1)], axis=1)
+    if noise is not None:
+        obs = obs + noise
+    return obs.astype(np.float32)
 
 
 def body_angular_velocity(root_quat: np.ndarray, root_ang_vel_world: np.ndarray) -> np.ndarray:

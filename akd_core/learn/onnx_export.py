@@ -13,7 +13,15 @@ limits and rate-limits them (``limits`` below), as :func:`akd_core.learn.policy.
 ``kd`` (N m/rad, N m s/rad per joint: the PD law ``tau = kp (target - q) - kd qdot`` the policy was trained under),
 ``default_pose`` (the first clip's starting PD targets), ``limits`` ({lower, upper, velocity}), ``physics``
 (armature, sim_dt, contact), ``clips`` (the reference clips, :meth:`ReferenceClip.to_dict` as JSON lists),
-``start_states`` (each clip's first simulated state: where an episode starts), ``method``, ``train_summary``.
+``start_states`` (each clip's first simulated state: where an episode starts), ``method``, ``train_summary``,
+``task`` ("reference" or "velocity").
+
+A velocity-command policy (``task`` "velocity") has no clips and no reference offsets; the command is part of
+``obs``, and ``command`` says where and in what units: ``{"indices": [start, stop], "names": ["vx", "vy",
+"yaw_rate"], "units": ["m/s", "m/s", "rad/s"], "frame": "heading", "box": {...}, "clock": {...}}`` (the box it was
+trained on: :class:`akd_core.learn.command.CommandBox`, clip commands into it; the gait clock the caller keeps:
+:class:`akd_core.learn.command.GaitClock`, its ``indices`` in ``obs`` and its ``rule``). Its ``start_states`` are the
+library demos' first states (a stand in an ``akd library`` clip) with their gait ``phase``.
 """
 
 from __future__ import annotations
@@ -67,14 +75,17 @@ def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
     fields = {
         "akd_format": ONNX_FORMAT, "akd_version": ONNX_VERSION, "robot": meta.robot,
         "joint_names": list(meta.joint_names), "control_hz": 1.0 / meta.dt, "dt": meta.dt,
-        "observation_layout": [[n, s] for n, s in meta.obs_layout], "reference_offsets": list(REFERENCE_OFFSETS),
+        "observation_layout": [[n, s] for n, s in meta.obs_layout],
+        "reference_offsets": list(REFERENCE_OFFSETS) if meta.task == "reference" else [],
         "action": "absolute PD targets (rad) per joint in joint_names order, for the PD law tau = kp (target - q) - "
                   "kd qdot; sent every 1/control_hz s, linear between control frames",
         "action_mode": action_mode, "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
         "default_pose": np.asarray(meta.starts[0]["actions"][0], np.float64) if meta.starts else [],
         "limits": meta.limits, "physics": meta.physics, "clips": [c.to_dict() for c in meta.clips],
-        "start_states": starts, "method": meta.method, "train_summary": train,
+        "start_states": starts, "method": meta.method, "train_summary": train, "task": meta.task,
     }
+    if meta.task == "velocity":
+        fields["command"] = meta.command
     return {k: v if isinstance(v, str) else json.dumps(_plain(v)) for k, v in fields.items()}
 
 
@@ -153,8 +164,10 @@ class OnnxPolicy:
             raise ConfigError(f"{path} is not an AKD policy export (metadata akd_format != '{ONNX_FORMAT}'); "
                               "write one with `akd export-policy`")
         self.path = path
-        self.meta = {k: (v if k in ("akd_format", "robot", "action", "action_mode", "method") else json.loads(v))
-                     for k, v in props.items()}
+        self.meta = {k: (v if k in ("akd_format", "robot", "action", "action_mode", "method", "task")
+                         else json.loads(v)) for k, v in props.items()}
+        self.task = str(self.meta.get("task", "reference"))
+        self.command: dict[str, Any] = self.meta.get("command") or {}
         self.joint_names: list[str] = list(self.meta["joint_names"])
         self.dt = float(self.meta["dt"])
         self.layout = [(str(n), int(s)) for n, s in self.meta["observation_layout"]]

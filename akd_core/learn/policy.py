@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
-from akd_core.learn.observation import observation_layout, observation_slices
+from akd_core.learn.observation import TASKS, observation_slices, task_layout
 from akd_core.learn.reference import ReferenceClip
 from akd_core.model.robot import Robot
 
@@ -46,10 +46,13 @@ class TrackingPolicy(nn.Module):
     """MLP (ELU) from raw observations (N, D) to absolute PD targets (N, J); normalisation lives in buffers."""
 
     def __init__(self, obs_dim: int, num_joints: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN,
-                 action_mode: str = "reference"):
+                 action_mode: str = "reference", task: str = "reference"):
         super().__init__()
         if action_mode not in ACTION_MODES:
             raise ConfigError(f"action mode must be one of {ACTION_MODES}, got {action_mode!r}")
+        if action_mode == "reference" and task != "reference":
+            raise ConfigError(f"a {task} policy has no reference to offset its targets from; use action mode "
+                              "'absolute'")
         self.action_mode = action_mode
         layers: list[nn.Module] = []
         width = obs_dim
@@ -59,7 +62,8 @@ class TrackingPolicy(nn.Module):
         layers.append(nn.Linear(width, num_joints))
         self.net = nn.Sequential(*layers)
         self.hidden = tuple(int(h) for h in hidden)
-        self.ref_slice = observation_slices(observation_layout(num_joints))["ref_joint_pos_1"]
+        self.task = task
+        self.ref_slice = observation_slices(task_layout(task, num_joints)).get("ref_joint_pos_1")
         self.register_buffer("obs_mean", torch.zeros(obs_dim))
         self.register_buffer("obs_std", torch.ones(obs_dim))
         self.register_buffer("act_mean", torch.zeros(num_joints))
@@ -110,6 +114,9 @@ class PolicyMeta:
     limits: dict[str, np.ndarray] = field(default_factory=dict)  # lower, upper, velocity (J,) of the URDF
     method: str = "bc"
     train: dict[str, Any] = field(default_factory=dict)
+    task: str = "reference"  # what the policy is conditioned on: "reference" (a clip) or "velocity" (a command)
+    command: dict[str, Any] = field(default_factory=dict)  # velocity task: indices, units, box, gait clock
+    library: dict[str, Any] = field(default_factory=dict)  # velocity task: the library's gait per command (style)
 
 
 def save_policy(path: str | Path, policy: TrackingPolicy, meta: PolicyMeta) -> Path:
@@ -119,7 +126,8 @@ def save_policy(path: str | Path, policy: TrackingPolicy, meta: PolicyMeta) -> P
                "dt": meta.dt, "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
                "obs_layout": [list(x) for x in meta.obs_layout], "hidden": list(meta.hidden),
                "clips": [c.to_dict() for c in meta.clips], "starts": meta.starts, "physics": meta.physics,
-               "limits": meta.limits, "method": meta.method, "train": meta.train}
+               "limits": meta.limits, "method": meta.method, "train": meta.train, "task": meta.task,
+               "command": meta.command, "library": meta.library}
     path = Path(path)
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
@@ -144,11 +152,12 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
                           f"{POLICY_VERSION}); retrain with `akd train-policy`")
     layout = [(str(n), int(s)) for n, s in payload["obs_layout"]]
     joint_names = [str(n) for n in payload["joint_names"]]
-    if layout != observation_layout(len(joint_names)):
+    task = str(payload.get("task", "reference"))
+    if task not in TASKS or layout != task_layout(task, len(joint_names)):
         raise ConfigError(f"{path}: the policy's observation layout is not this AKD's; retrain with "
                           "`akd train-policy`")
     policy = TrackingPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]),
-                            str(payload["action_mode"]))
+                            str(payload["action_mode"]), task=task)
     policy.load_state_dict(payload["state_dict"])
     policy.eval()
     meta = PolicyMeta(robot=payload["robot"], joint_names=joint_names, dt=float(payload["dt"]),
@@ -157,7 +166,8 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
                       clips=[ReferenceClip.from_dict(c) for c in payload["clips"]], starts=payload["starts"],
                       physics=payload.get("physics", {}), limits=payload.get("limits", {}),
                       method=str(payload.get("method", "bc")),
-                      train=payload.get("train", {}))
+                      train=payload.get("train", {}), task=task, command=payload.get("command") or {},
+                      library=payload.get("library") or {})
     return policy, meta
 
 

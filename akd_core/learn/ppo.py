@@ -26,7 +26,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -144,14 +144,139 @@ def _adapt_learning_rate(alg, actor, obs, old: tuple[torch.Tensor, torch.Tensor]
     return kl_mean
 
 
+def build_ppo(actor, critic, obs, cfg: PPOConfig, num_actions: int):
+    """rsl-rl's PPO over ``actor`` and ``critic`` with its rollout storage; the actor's learning rate is adapted to
+    the KL per iteration (it starts tiny: a cloned network is sensitive), the fresh critic learns at its own fixed
+    rate."""
+    from rsl_rl.algorithms import PPO
+    from rsl_rl.storage import RolloutStorage
+
+    storage = RolloutStorage("rl", cfg.num_envs, cfg.steps_per_env, obs, [num_actions], "cpu")
+    alg = PPO(actor, critic, storage, num_learning_epochs=cfg.epochs, num_mini_batches=cfg.minibatches,
+              clip_param=cfg.clip, gamma=cfg.gamma, lam=cfg.lam, entropy_coef=cfg.entropy,
+              learning_rate=cfg.learning_rate, schedule="fixed", desired_kl=None, device="cpu")
+    alg.optimizer = torch.optim.Adam([{"params": list(actor.parameters()), "lr": cfg.learning_rate},
+                                      {"params": list(critic.parameters()), "lr": cfg.critic_learning_rate}])
+    return alg
+
+
+class RewardShaper(Protocol):
+    """Something that adds to the environment's reward from what it learns alongside PPO (AMP's discriminator)."""
+
+    def reward(self, env, reward: np.ndarray, terms: dict[str, np.ndarray]) -> np.ndarray:
+        """The reward (N,) to learn from, after one environment step."""
+
+    def update(self) -> dict[str, float]:
+        """Learn from the iteration's transitions (after PPO's update); returns figures for the history."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def run_ppo(env, observe, first, to_targets, actor, critic, alg, cfg: PPOConfig, weights: dict[str, float],
+            checkpoint: Path | None, key: dict[str, Any], tic: float, progress: bool = True, desc: str = "ppo",
+            shaper: RewardShaper | None = None) -> tuple[list[dict[str, Any]], float]:
+    """PPO iterations ``cfg.iterations`` from the checkpoint (if it has the same ``key``) or from the start:
+    ``observe(env)`` -> (raw observations, rsl-rl TensorDict), ``first`` the environment's current ones,
+    ``to_targets(raw, action)`` -> PD targets (N, J),
+    ``env.step(targets)`` -> (reward, fell, timeout, terms). ``weights`` weigh the terms into the history's mean
+    reward. Checkpoints every ``cfg.checkpoint_every`` iterations and on Ctrl-C. Returns the history and the seconds
+    of the runs before a resume."""
+    history: list[dict[str, Any]] = []
+    start, seconds_before = 0, 0.0
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved.get("key") == key:
+            actor.load_state_dict(saved["actor"])
+            critic.load_state_dict(saved["critic"])
+            alg.optimizer.load_state_dict(saved["optimizer"])
+            alg.learning_rate = saved["learning_rate"]
+            start, history, seconds_before = saved["iteration"], saved["history"], saved["seconds"]
+            if shaper is not None and saved.get("shaper") is not None:
+                shaper.load_state_dict(saved["shaper"])
+            log.info("resuming PPO from %s at iteration %d", checkpoint, start)
+        else:
+            log.info("ignoring %s: it belongs to another configuration or starting policy", checkpoint)
+
+    def save(iteration: int) -> None:
+        if checkpoint is None:
+            return
+        with atomic_path(checkpoint) as tmp:
+            torch.save({"key": key, "actor": actor.state_dict(),
+                        "critic": critic.state_dict(), "optimizer": alg.optimizer.state_dict(),
+                        "learning_rate": alg.learning_rate, "iteration": iteration, "history": history,
+                        "seconds": seconds_before + time.perf_counter() - tic,
+                        "shaper": None if shaper is None else shaper.state_dict()}, tmp)
+
+    raw, obs = first
+    ep_return = np.zeros(cfg.num_envs)
+    ep_length = np.zeros(cfg.num_envs, dtype=np.int64)
+    bar = tqdm(total=cfg.iterations, initial=start, desc=desc, unit="it", disable=not progress)
+    try:
+        for it in range(start, cfg.iterations):
+            warm = it < cfg.critic_warmup
+            for p in actor.parameters():
+                p.requires_grad_(not warm)
+            finished_returns, finished_lengths, falls, terms_sum = [], [], 0, {}
+            with torch.inference_mode():
+                for _ in range(cfg.steps_per_env):
+                    action = alg.act(obs)
+                    reward, fell, timeout, terms = env.step(to_targets(raw, action))
+                    if shaper is not None:
+                        reward = shaper.reward(env, reward, terms)
+                    raw, obs = observe(env)
+                    done = fell | timeout
+                    # scaled by 1 - gamma, so that values are of the order of the mean reward
+                    alg.process_env_step(obs, torch.as_tensor(reward * (1.0 - cfg.gamma), dtype=torch.float32),
+                                         torch.as_tensor(done), {"time_outs": torch.as_tensor(timeout)})
+                    ep_return += reward
+                    ep_length += 1
+                    for i in np.flatnonzero(done):
+                        finished_returns.append(ep_return[i])
+                        finished_lengths.append(ep_length[i])
+                    ep_return[done], ep_length[done] = 0.0, 0
+                    falls += int(fell.sum())
+                    for name, value in terms.items():
+                        if name in weights:
+                            terms_sum[name] = terms_sum.get(name, 0.0) + float(value.mean())
+                alg.compute_returns(obs)
+            batch_obs = alg.storage.observations.flatten(0, 1).clone()
+            old = _gaussian(actor, batch_obs)
+            losses = alg.update()
+            kl = 0.0 if warm else _adapt_learning_rate(alg, actor, batch_obs, old, cfg.desired_kl)
+            steps = cfg.steps_per_env * cfg.num_envs
+            record = {"iteration": it + 1, "critic_only": warm, "falls_per_1000_steps": 1000.0 * falls / steps,
+                      "mean_reward": sum(weights[k] * v / cfg.steps_per_env for k, v in terms_sum.items()),
+                      "reward_terms": {k: v / cfg.steps_per_env for k, v in terms_sum.items()},
+                      "episode_return": float(np.mean(finished_returns)) if finished_returns else None,
+                      "episode_seconds": float(np.mean(finished_lengths) * env.dt) if finished_lengths else None,
+                      "action_std": float(actor.output_std.detach().mean()), "learning_rate": float(alg.learning_rate),
+                      "value_loss": float(losses["value"]), "kl": kl,
+                      "elapsed_s": seconds_before + time.perf_counter() - tic}
+            if shaper is not None:
+                record["shaper"] = shaper.update()
+            history.append(record)
+            bar.update(1)
+            bar.set_postfix(reward=f"{record['mean_reward']:.3f}", falls=f"{record['falls_per_1000_steps']:.2f}",
+                            std=f"{record['action_std']:.2f}")
+            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+                save(it + 1)
+                log.info("%s iteration %d: reward %.3f, falls %.2f per 1000 steps, std %.3f", desc, it + 1,
+                         record["mean_reward"], record["falls_per_1000_steps"], record["action_std"])
+    except KeyboardInterrupt:
+        save(len(history))
+        raise
+    finally:
+        bar.close()
+    return history, seconds_before
+
+
 def train_ppo(dataset: PolicyDataset, robot: Robot, cfg: PPOConfig | None = None, init: Path | None = None,
               checkpoint: Path | None = None,
               progress: bool = True) -> tuple[TrackingPolicy, Any, dict[str, Any]]:
     """PPO fine-tuning (module docstring). Returns the policy, its metadata and the training metrics (per-iteration
     history of mean reward, episode falls and length; ``train_seconds``; the starting policy)."""
-    from rsl_rl.algorithms import PPO
-    from rsl_rl.storage import RolloutStorage
-
     cfg = cfg or PPOConfig()
     cfg.check()
     check_robot_matches(dataset.joint_names, robot, f"dataset {dataset.path}")
@@ -177,94 +302,13 @@ def train_ppo(dataset: PolicyDataset, robot: Robot, cfg: PPOConfig | None = None
     observe = _Observer(policy, cfg.num_envs)
     raw, obs = observe(env)
     actor, critic = _models(policy, obs, cfg, robot.num_dofs)
-    storage = RolloutStorage("rl", cfg.num_envs, cfg.steps_per_env, obs, [robot.num_dofs], "cpu")
-    alg = PPO(actor, critic, storage, num_learning_epochs=cfg.epochs, num_mini_batches=cfg.minibatches,
-              clip_param=cfg.clip, gamma=cfg.gamma, lam=cfg.lam, entropy_coef=cfg.entropy,
-              learning_rate=cfg.learning_rate, schedule="fixed", desired_kl=None, device="cpu")
-    # the actor's learning rate is adapted to the KL (it starts tiny: the cloned network is sensitive); the fresh
-    # critic learns at its own fixed rate
-    alg.optimizer = torch.optim.Adam([{"params": list(actor.parameters()), "lr": cfg.learning_rate},
-                                      {"params": list(critic.parameters()), "lr": cfg.critic_learning_rate}])
-    history: list[dict[str, Any]] = []
-    first, seconds_before = 0, 0.0
+    alg = build_ppo(actor, critic, obs, cfg, robot.num_dofs)
     # not the iteration count: it only says where to stop, so a finished run re-run with more iterations goes on
     key = {"config": {k: v for k, v in cfg.to_dict().items() if k != "iterations"},
            "start": {k: start[k] for k in ("init", "method")}}
-    if checkpoint is not None and checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False)
-        if saved.get("key") == key:
-            actor.load_state_dict(saved["actor"])
-            critic.load_state_dict(saved["critic"])
-            alg.optimizer.load_state_dict(saved["optimizer"])
-            alg.learning_rate = saved["learning_rate"]
-            first, history, seconds_before = saved["iteration"], saved["history"], saved["seconds"]
-            log.info("resuming PPO from %s at iteration %d", checkpoint, first)
-        else:
-            log.info("ignoring %s: it belongs to another configuration or starting policy", checkpoint)
-
-    def save(iteration: int) -> None:
-        if checkpoint is None:
-            return
-        with atomic_path(checkpoint) as tmp:
-            torch.save({"key": key, "actor": actor.state_dict(),
-                        "critic": critic.state_dict(), "optimizer": alg.optimizer.state_dict(),
-                        "learning_rate": alg.learning_rate, "iteration": iteration, "history": history,
-                        "seconds": seconds_before + time.perf_counter() - tic}, tmp)
-
-    ep_return = np.zeros(cfg.num_envs)
-    ep_length = np.zeros(cfg.num_envs, dtype=np.int64)
-    bar = tqdm(total=cfg.iterations, initial=first, desc="ppo", unit="it", disable=not progress)
-    try:
-        for it in range(first, cfg.iterations):
-            warm = it < cfg.critic_warmup
-            for p in actor.parameters():
-                p.requires_grad_(not warm)
-            finished_returns, finished_lengths, falls, terms_sum = [], [], 0, {}
-            with torch.inference_mode():
-                for _ in range(cfg.steps_per_env):
-                    action = alg.act(obs)
-                    reward, fell, timeout, terms = env.step(decode(policy, raw, action))
-                    raw, obs = observe(env)
-                    done = fell | timeout
-                    # scaled by 1 - gamma, so that values are of the order of the mean reward
-                    alg.process_env_step(obs, torch.as_tensor(reward * (1.0 - cfg.gamma), dtype=torch.float32),
-                                         torch.as_tensor(done), {"time_outs": torch.as_tensor(timeout)})
-                    ep_return += reward
-                    ep_length += 1
-                    for i in np.flatnonzero(done):
-                        finished_returns.append(ep_return[i])
-                        finished_lengths.append(ep_length[i])
-                    ep_return[done], ep_length[done] = 0.0, 0
-                    falls += int(fell.sum())
-                    for name, value in terms.items():
-                        terms_sum[name] = terms_sum.get(name, 0.0) + float(value.mean())
-                alg.compute_returns(obs)
-            batch_obs = alg.storage.observations.flatten(0, 1).clone()
-            old = _gaussian(actor, batch_obs)
-            losses = alg.update()
-            kl = 0.0 if warm else _adapt_learning_rate(alg, actor, batch_obs, old, cfg.desired_kl)
-            steps = cfg.steps_per_env * cfg.num_envs
-            record = {"iteration": it + 1, "critic_only": warm, "falls_per_1000_steps": 1000.0 * falls / steps,
-                      "mean_reward": sum(REWARD_TERMS[k][0] * v / cfg.steps_per_env for k, v in terms_sum.items()),
-                      "reward_terms": {k: v / cfg.steps_per_env for k, v in terms_sum.items()},
-                      "episode_return": float(np.mean(finished_returns)) if finished_returns else None,
-                      "episode_seconds": float(np.mean(finished_lengths) * env.dt) if finished_lengths else None,
-                      "action_std": float(actor.output_std.detach().mean()), "learning_rate": float(alg.learning_rate),
-                      "value_loss": float(losses["value"]), "kl": kl,
-                      "elapsed_s": seconds_before + time.perf_counter() - tic}
-            history.append(record)
-            bar.update(1)
-            bar.set_postfix(reward=f"{record['mean_reward']:.3f}", falls=f"{record['falls_per_1000_steps']:.2f}",
-                            std=f"{record['action_std']:.2f}")
-            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
-                save(it + 1)
-                log.info("ppo iteration %d: reward %.3f, falls %.2f per 1000 steps, std %.3f", it + 1,
-                         record["mean_reward"], record["falls_per_1000_steps"], record["action_std"])
-    except KeyboardInterrupt:
-        save(len(history))
-        raise
-    finally:
-        bar.close()
+    weights = {name: weight for name, (weight, _) in REWARD_TERMS.items()}
+    history, seconds_before = run_ppo(env, observe, (raw, obs), lambda raw, action: decode(policy, raw, action),
+                                      actor, critic, alg, cfg, weights, checkpoint, key, tic, progress)
     policy.net.load_state_dict(actor.mlp.state_dict())
     policy.eval()
     metrics = {"method": "ppo", "train_seconds": seconds_before + time.perf_counter() - tic,
