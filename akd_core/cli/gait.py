@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from akd_core.cli.options import add_robot_options, motion_prompt
+from akd_core.cli.options import add_motion_arguments, add_robot_options, motion_prompt
 from akd_core.io.rundir import PREVIEW, REFERENCE, RunDir
 from akd_core.model.load import load_run_robot
 from akd_core.model.terrain import run_terrain
@@ -22,18 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'a dog walks, then trots, then stops' "
                              "(required unless --commands is given)")
     parser.add_argument("--out", required=True, help="run directory (created)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
-                             "segments)")
-    parser.add_argument("--terrain", default=None, metavar="SPEC|FILE",
-                        help="the ground: slope:DEG, stairs:RISE,RUN[,up|down], steps:HEIGHT,LENGTH, "
-                             "rough:AMPLITUDE[,WAVELENGTH], heightmap:FILE[,CELL[,SCALE]], an MJCF scene .xml or a "
-                             "terrain.npz (default: terrain words in the prompt, else the robot's scene, else flat; "
-                             "docs/terrain.md)")
-    parser.add_argument("--commands", default=None, metavar="FILE",
-                        help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
-                             "the heading frame) or YAML with those fields: each row holds until the next "
-                             "(docs/programs.md)")
+    add_motion_arguments(parser)
     parser.add_argument("--fps", type=float, default=50.0, help="frame rate (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="recorded in the manifest (the gait is deterministic)")
     parser.add_argument("--feet", default=None, metavar="LINK,...",

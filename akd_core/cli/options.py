@@ -78,3 +78,20 @@ def motion_prompt(args: argparse.Namespace) -> str:
         return f"command timeline {Path(args.commands).name}"
     raise ConfigError("give --prompt (e.g. 'a dog trotting forward', or a sequence: 'a dog walks, then trots, then "
                       "stops') or --commands FILE (a command timeline)")
+
+
+def add_motion_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--duration``, ``--terrain`` and ``--commands`` of `akd gait` and `akd run` (the clip's length, its ground and a
+    command timeline)."""
+    parser.add_argument("--duration", type=float, default=None,
+                        help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
+                             "segments)")
+    parser.add_argument("--terrain", default=None, metavar="SPEC|FILE",
+                        help="the ground: slope:DEG, stairs:RISE,RUN[,up|down], steps:HEIGHT,LENGTH, "
+                             "rough:AMPLITUDE[,WAVELENGTH], heightmap:FILE[,CELL[,SCALE]], an MJCF scene .xml or a "
+                             "terrain.npz (default: terrain words in the prompt, else the robot's scene, else flat; "
+                             "docs/terrain.md)")
+    parser.add_argument("--commands", default=None, metavar="FILE",
+                        help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
+                             "the heading frame) or YAML with those fields: each row holds until the next "
+                             "(docs/programs.md)")

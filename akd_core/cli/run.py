@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from akd_core.cli.options import add_fast_argument, add_robot_options, add_verdict_arguments, motion_prompt
+from akd_core.cli.options import (
+    add_fast_argument,
+    add_motion_arguments,
+    add_robot_options,
+    add_verdict_arguments,
+    motion_prompt,
+)
 from akd_core.pipeline import DEFAULT_EXPORTS, SOURCES, PipelineConfig, run_pipeline
 from akd_core.sds.distill import INITS, PARAMETRISATIONS
 
@@ -20,18 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="run directory (created)")
     parser.add_argument("--source", choices=SOURCES, default="gait",
                         help="gait: procedural gait library (CPU, seconds); sds: SDS distillation from a video prior")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="clip length in seconds (default 4; a motion program or --commands: the sum of its "
-                             "segments)")
-    parser.add_argument("--terrain", default=None, metavar="SPEC|FILE",
-                        help="the ground: slope:DEG, stairs:RISE,RUN[,up|down], steps:HEIGHT,LENGTH, "
-                             "rough:AMPLITUDE[,WAVELENGTH], heightmap:FILE[,CELL[,SCALE]], an MJCF scene .xml or a "
-                             "terrain.npz (default: terrain words in the prompt, else the robot's scene, else flat; "
-                             "docs/terrain.md)")
-    parser.add_argument("--commands", default=None, metavar="FILE",
-                        help="a command timeline, CSV with header t,vx,vy,yaw_rate[,gait,height] (s, m/s, rad/s in "
-                             "the heading frame) or YAML with those fields: each row holds until the next "
-                             "(docs/programs.md)")
+    add_motion_arguments(parser)
     parser.add_argument("--fps", type=float, default=50.0, help="reference frame rate (default 50)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
