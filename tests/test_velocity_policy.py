@@ -100,9 +100,9 @@ def library(tmp_path_factory, quadruped) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(library, quadruped, tmp_path_factory):
-    """BC + 2 PPO iterations on the tiny library, checkpointed."""
+    """BC + 2 PPO iterations on the tiny library with motion matching, checkpointed."""
     out = tmp_path_factory.mktemp("velocity_policy")
-    cfg = VelocityConfig(fit=FitConfig(epochs=60), ppo=PPOConfig(iterations=2, **TINY_PPO))
+    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=2, **TINY_PPO))
     policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "v.pt.ckpt", progress=False)
     save_policy(out / "v.pt", policy, meta)
     return out / "v.pt", policy, meta, metrics
@@ -231,7 +231,8 @@ def test_reward_terms_against_hand_computed_values(library, quadruped):
     frames = LibraryFrames.from_dataset(dataset, quadruped)
     env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
                          [demo_starts(d) for d in dataset.demos], box,
-                         VelocityEnvConfig(num_envs=2, threads=1, randomisation=Randomisation(**CALM)))
+                         VelocityEnvConfig(num_envs=2, threads=1, imitation="match",
+                                           randomisation=Randomisation(**CALM)))
     eng, n, s = env.engine, 2, env.physics.substeps
     row = int(np.flatnonzero(frames.demo == 1)[70])  # a turning frame: its command, pose and feet
     env.command[:] = [[0.5, 0.0, 0.0], frames.command[row]]
@@ -292,12 +293,13 @@ def test_bc_then_ppo_checkpoints_and_resumes(trained, library, quadruped, tmp_pa
     np.testing.assert_allclose(loaded.act(obs), policy.act(obs))
     # the same run with one iteration more goes on from the checkpoint: the first two iterations are not redone
     checkpoint = path.with_name(path.name + ".ckpt")
-    cfg = VelocityConfig(fit=FitConfig(epochs=60), ppo=PPOConfig(iterations=3, **TINY_PPO))
+    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=3, **TINY_PPO))
     _, _, resumed = train_velocity(library, quadruped, cfg, checkpoint=checkpoint, progress=False)
     assert len(resumed["history"]) == 3
     assert resumed["history"][:2] == metrics["history"]
     # another configuration does not resume it
-    other = VelocityConfig(fit=FitConfig(epochs=60), ppo=PPOConfig(iterations=1, **TINY_PPO), zero_share=0.3)
+    other = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=1, **TINY_PPO),
+                           zero_share=0.3)
     _, _, fresh = train_velocity(library, quadruped, other, checkpoint=checkpoint, progress=False)
     assert len(fresh["history"]) == 1
 

@@ -103,10 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                      help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
     vel = parser.add_argument_group("velocity-command policies (--task velocity; the PPO and randomisation options "
                                     "above apply)")
-    vel.add_argument("--imitation", choices=IMITATIONS, default="match",
-                     help="imitation of the library at the command: match (motion matching: the library frame "
-                          "nearest in command and gait phase; default), amp (an AMP discriminator on state "
-                          "transitions), none")
+    vel.add_argument("--imitation", choices=IMITATIONS, default="amp",
+                     help="imitation of the library: amp (an AMP discriminator on state transitions; default), match "
+                          "(motion matching: the pose and feet of the library frame nearest in command and gait "
+                          "phase), none")
     vel.add_argument("--resample-seconds", default="2,6", metavar="LO,HI",
                      help="seconds between command changes in training, drawn per change (default 2,6)")
     vel.add_argument("--zero-share", type=float, default=VelocityConfig.zero_share,

@@ -87,7 +87,7 @@ class VelocityEnvConfig:
     zero_share: float = 0.1  # of command draws: stand still
     library_share: float = 0.4  # of command draws: a library frame's command (where the library has data)
     start_draw_share: float = 0.5  # of episodes: a fresh command from the start instead of the start frame's
-    imitation: str = "match"
+    imitation: str = "amp"
     weights: dict[str, float] = field(default_factory=lambda: dict(REWARD_WEIGHTS))
     randomisation: Randomisation | None = None
     threads: int = 0

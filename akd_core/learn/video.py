@@ -11,7 +11,7 @@ from akd_core.io.fileio import atomic_path
 from akd_core.learn.policy import PolicyMeta
 from akd_core.model.robot import Robot
 from akd_core.motion.clip import Motion
-from akd_core.render.preview import render_preview
+from akd_core.render.preview import draw_label, render_frame, render_preview
 
 
 def write_rollout_video(robot: Robot, meta: PolicyMeta, traj: dict[str, np.ndarray], path: str | Path,
@@ -28,8 +28,6 @@ def write_contact_sheet(robot: Robot, traj: dict[str, np.ndarray], dt: float, pa
     """PNG of a velocity-command rollout: one rendered pose every ``every_s`` s, each labelled with its time, the
     command asked and the velocity measured (vx, vy m/s in the heading frame, yaw rate rad/s)."""
     from PIL import Image
-
-    from akd_core.render.preview import draw_label, render_frame
 
     steps = len(traj["command"])
     picks = list(range(0, steps, max(1, int(round(every_s / dt))))) or [0]
