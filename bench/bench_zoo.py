@@ -356,6 +356,7 @@ class Runner:
             wall += earlier.get("wall_s", 0.0)  # the run continued an interrupted one: the cell's time is the sum
         record = {"robot": robot.name, "robot_spec": robot.spec, "cell": cell.name, "prompt": cell.prompt,
                   "duration": self.duration, "exit_code": code, "wall_s": round(wall, 2), "finished": _now(),
+                  "commit": git_commit(),
                   "command": shlex.join(["akd", *cmd[len(akd_command()):]])}
         if self.stopping:  # interrupted: the next invocation continues the run (its record says how long so far)
             _write_json(path, {**record, "status": "interrupted", "message": "interrupted"})
@@ -489,7 +490,7 @@ def cell_figures(cache: Path, robot: ZooRobot, cell: Cell, duration: float) -> d
         fig.update(status="not run", passed=None, reasons=[])
         return fig
     fig.update(status=status, exit_code=record.get("exit_code"), message=record.get("message", ""),
-               wall_s=record.get("wall_s"))
+               wall_s=record.get("wall_s"), commit=record.get("commit"))
     fig.update(read_manifest(manifest, out, robot, cell))
     fig["passed"], fig["reasons"] = judge(fig)
     return fig
@@ -665,6 +666,9 @@ def report(robots: list[ZooRobot], cells: dict[str, list[Cell]], figs: dict[tupl
            left_out: list[tuple[str, str]], header: list[str] | None = None) -> str:
     flat = [figs[r.name, c.name] for r in robots for c in cells[r.name]]
     lines = list(header or [])
+    commits = sorted({f["commit"] for f in flat if f.get("commit")})
+    if commits:
+        lines += [f"Cells measured at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}.", ""]
     lines += [summary_line(flat), "",
               "Entries: ✓ passed / ✗ failed, with the mean link position error in mm; - not run; err: `akd run` "
               "stopped with an error (the message is below), t/o: past the time-out.", ""]
