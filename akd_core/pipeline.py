@@ -262,12 +262,18 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
         ("contact schedule match", _fmt(track.get("naive_contact_schedule_match")),
          _fmt(track.get("contact_schedule_match"))),
         ("penetration", _fmt(track.get("naive_penetration_m"), " m"), _fmt(track.get("penetration_m"), " m")),
+        ("feet on edges", _fmt(track.get("naive_feet_on_edges_frac")), _fmt(track.get("feet_on_edges_frac"))),
+        ("non-foot contact frames", _fmt(track.get("naive_non_foot_contact_frac")),
+         _fmt(track.get("non_foot_contact_frac"))),
         ("torque saturation", _fmt(track.get("naive_torque_saturation_frac")),
          _fmt(track.get("torque_saturation_frac"))),
         ("final root error", _fmt(track.get("naive_final_root_err_m"), " m"),
          _fmt(track.get("final_root_err_m"), " m")),
         ("fell", _fmt(track.get("naive_fell")), _fmt(track.get("fell"))),
     ]
+    if "sole_on_one_tread_frac" in track:  # bipeds
+        rows.insert(-3, ("sole on one tread", _fmt(track.get("naive_sole_on_one_tread_frac")),
+                         _fmt(track.get("sole_on_one_tread_frac"))))
     width = max(len(r[0]) for r in rows) + 2
     col = max(18, *(len(r[1]) + 2 for r in rows), *(len(r[2]) + 2 for r in rows))  # headers never run together
     lines = ["", f"AKD run: {run.path}  robot={manifest.get('robot')}  prompt={manifest.get('prompt')!r}", ""]
@@ -292,7 +298,11 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
                          f"vx {_fmt(got.get('vx_mps'), digits=2)}/{_fmt(cmd.get('vx_mps'), digits=2)} m/s, yaw "
                          f"{_fmt(got.get('yaw_rate_radps'), digits=2)}/{_fmt(cmd.get('yaw_rate_radps'), digits=2)} "
                          f"rad/s, link {_fmt(seg.get('link_pos_err_m'), ' m')}"
+                         + (f", slip {_fmt(seg['stance_slip_mps'], ' m/s')}" if seg.get("stance_slip_mps") is not None
+                            else "")
                          + (f", seen {seen}" if seen else "") + ("" if seg.get("passed") else "  FAILED"))
+    if track.get("non_foot_contact_links"):
+        lines.append(f"  touching the ground besides the feet: {', '.join(track['non_foot_contact_links'])}")
     if track.get("fell"):
         tilt = _fmt(track.get("max_tilt_deg"), " deg")
         lines.append(f"  THE TRACKED ROBOT FELL (max tilt {tilt}): the motion is not usable as a demonstration")

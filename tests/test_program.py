@@ -13,9 +13,9 @@ import pytest
 from akd_core.cli import main
 from akd_core.io.errors import ConfigError
 from akd_core.io.rundir import RunDir
-from akd_core.model.load import load_robot
+from akd_core.model.load import load_robot, load_run_robot
 from akd_core.motion.classify import classify_gait
-from akd_core.motion.clip import Motion
+from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.motion.program import (
     generate_program,
     is_program_prompt,
@@ -25,6 +25,7 @@ from akd_core.motion.program import (
     split_prompt,
     transition_figures,
 )
+from akd_core.physics.tracker import TrackingConfig, build, failing_segments
 
 SEQUENCE = "a dog walks, then trots forward quickly, then stops"
 
@@ -140,6 +141,18 @@ def test_a_program_tracks_segment_by_segment_and_the_manifest_says_so(tmp_path, 
     assert trot["link_pos_err_m"] <= 0.03 and trot["gait_seen"]["gait"] == "trot"
     assert trot["achieved"]["vx_mps"] == pytest.approx(trot["command"]["vx_mps"], rel=0.15)
     assert stop["achieved"]["last_second_speed_mps"] < 0.05 and stop["last_second_feet_down"] >= 0.9
+    # each segment's stance slip, from the engine's contacts over its own steps
+    assert 0 <= trot["stance_slip_mps"] <= 0.03 and 0 <= stop["stance_slip_mps"] <= 0.03
+    assert stop["stance_slip_mps"] < trot["stance_slip_mps"] + 0.01
+    # a segment that misses its limit is found (it makes the MPC plan the clip again): the stop moved 0.1 m off
+    robot = load_run_robot(RunDir(run_dir))
+    motion = Motion.load(run_dir / "reference.npz", robot)
+    setup = build(robot, motion, TrackingConfig())
+    tracked = TrackedMotion.load(run_dir / "tracked.npz")
+    assert failing_segments(setup, tracked, segments, setup.cfg) == []
+    a = int(round(segments[1]["start_s"] * motion.fps))
+    tracked.root_pos[a:, 0] += 0.1
+    assert failing_segments(setup, tracked, segments, setup.cfg) == [2]
 
 
 def test_commands_without_a_prompt_and_a_duration_that_cuts_the_program(tmp_path, capsys):

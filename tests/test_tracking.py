@@ -227,6 +227,8 @@ def test_stage_track_writes_files_and_resumes_from_its_checkpoint(a1, tmp_path):
         assert key in straight
     setup = TR.build(a1, trot_in_place(a1, duration=0.4), TR.TrackingConfig(method="mpc", samples=6,
                                                                            feedforward_ok_m=0.0))
+    # the MPC's own targets (the stage may keep a replay that tracks as well: its figures are not the planner's)
+    uninterrupted, _, _ = TR.track_mpc(setup, None, progress=False)
     checkpoint = tmp_path / "ckpt.pt"
     calls = {"n": 0}
     real = setup.engine.advance
@@ -244,7 +246,9 @@ def test_stage_track_writes_files_and_resumes_from_its_checkpoint(a1, tmp_path):
     assert 0 < saved["state"]["t"] < setup.reference.num_frames - 1
     setup.engine.advance = real
     resumed, _, info = TR.track_mpc(setup, checkpoint, progress=False)
-    np.testing.assert_array_equal(resumed, first.pd_targets)
+    np.testing.assert_array_equal(resumed, uninterrupted)
+    if straight["selected_targets"] == "optimised":
+        np.testing.assert_array_equal(resumed, first.pd_targets)
 
 
 def test_bad_options_name_the_option(a1, tmp_path):

@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with the default --samples, re-plan a clip once with twice the samples when its link "
                              "error is above this many m or it fell, keeping the better (default 0.03 quadrupeds, "
                              "0.08 bipeds; 0 never)")
+    parser.add_argument("--warm-decay", type=float, default=None,
+                        help="time constant (s) with which each re-plan's warm start fades toward the feedforward "
+                             "targets (default 1; 0 keeps it as planned: long clips then drift, docs/tracking.md)")
     parser.add_argument("--antithetic", action="store_true",
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     add_fast_argument(parser)
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                           samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
                           horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
                           retry_above_m=args.retry_above, antithetic=args.antithetic, fast=args.fast,
+                          warm_decay_s=args.warm_decay,
                           seed=args.seed,
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,
@@ -76,11 +80,14 @@ def run(args: argparse.Namespace) -> int:
           f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
     print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
     for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
-                "foot_skate_mps", "penetration_m", "contact_schedule_match", "max_tilt_deg",
+                "foot_skate_mps", "penetration_m", "feet_on_edges_frac", "non_foot_contact_frac",
+                "sole_on_one_tread_frac", "contact_schedule_match", "max_tilt_deg",
                 "torque_saturation_frac", "final_root_err_m", "fell"):
         if key not in metrics:
             continue
         print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
+    if metrics.get("non_foot_contact_links"):
+        print(f"  touching the ground besides the feet: {', '.join(metrics['non_foot_contact_links'])}")
     if metrics["fell"]:
         print(fall_warning(metrics))
     return fail_unless_passed(run, metrics, args.keep_failed)

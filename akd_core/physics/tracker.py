@@ -65,6 +65,16 @@ FEEDFORWARD_OK_HEADING_DEG = 2.0
 # a warm-started plan is executed unsampled only while the root keeps within this of the reference orientation (rad)
 SETTLED_TILT_RAD = 0.05
 
+# The MPC's warm start fades toward the feedforward targets with a 1 s time constant (TrackingConfig.warm_decay_s).
+# Kept as planned, the knot offsets random-walk: each re-plan's MPPI mean moves them by its sampling noise, and
+# directions the cost barely sees (two stance legs squeezing the ground against each other) are never pulled back.
+# Over a long clip the PD targets leave the feedforward further and further (mean |target - feedforward| 0.02 rad
+# after 2 s, 0.13 rad after 13 s) until the feet slip and the robot falls. Measured (docs/tracking.md, "Warm-start
+# decay"; 2026-11-29, 2 vCPUs): a1 20 s command timeline (stand, trot 0.4, 0.8, then 0.8 m/s turning 0.5 rad/s)
+# without the fade fell at 16 s (link error 0.242 m, 14075 rollouts); with 1 s 0.0160 / 0.0161 m (seeds 0/1) and
+# 0.5 s 0.0157 m, in about 5000 rollouts. 4 s trots are unchanged within their seed spread, in fewer rollouts.
+WARM_DECAY_S = 1.0
+
 
 @dataclass
 class TrackingConfig:
@@ -115,6 +125,9 @@ class TrackingConfig:
     # adaptive sample count: a re-plan whose warm-started plan predicts a link error above this fraction of the pass
     # limit samples BOOST_SAMPLES_FACTOR x the candidates (only with the default --samples); 0: never
     boost_fraction: float = 1.0
+    # each re-plan's warm start (the previous plan's knot offsets) fades toward the feedforward with this time
+    # constant (s; 0: kept as planned): WARM_DECAY_S says why
+    warm_decay_s: float = WARM_DECAY_S
     seed: int = 0
     # the gradient method (--method adam): see akd_core.physics.gradient
     window_s: float | None = 0.5
@@ -298,7 +311,9 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     """Resample the reference to the control rate, size the planner, build the engine and the start state, on
     ``terrain`` (None: flat ground; the executing and the planning engine alike)."""
     terrain = terrain if terrain is not None else Terrain.flat()
-
+    if not (np.isfinite(cfg.warm_decay_s) and cfg.warm_decay_s >= 0):
+        raise ConfigError(f"--warm-decay must be >= 0 seconds (0: the warm start kept as planned), got "
+                          f"{cfg.warm_decay_s!r}")
     motion.check_robot(robot, "reference")
     device = resolve_device(cfg.device)
     name = engine_name or resolve_engine(cfg.engine, device)
@@ -518,6 +533,9 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
                                                   samples=setup.sampling.samples * BOOST_SAMPLES_FACTOR))
     boosted.rng = planner.rng  # one stream of draws: a resumed run replays the same plans
     ff = setup.feedforward
+    # the warm start fades toward the feedforward with time constant warm_decay_s (one factor per re-plan)
+    tau = setup.cfg.warm_decay_s
+    decay = float(np.exp(-setup.replan / (tau * setup.reference.fps))) if tau and tau > 0 else 1.0
     first = np.clip(ff[0], lower, upper).astype(np.float32).astype(np.float64)
     st: dict[str, Any] = {"t": 0, "targets": np.zeros((frames, j)), "knots": {}, "record": Execution(),
                           "engine_state": engine.start(setup.start), "rng": planner.rng.bit_generator.state,
@@ -554,7 +572,7 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             for f in knot_frames:
                 last = known.get(int(f), last if last is not None else _last_knot(known, j))
                 nominal.append(last)
-            nominal = np.array(nominal)
+            nominal = np.array(nominal) * decay
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
             score = partial(window.score, setup.planning_engine.rollout, st["engine_state"])
             result, predicted = settled_plan(window, setup, st["engine_state"], nominal)
@@ -654,10 +672,13 @@ def keep_best_replay(setup: Setup, tracked: TrackedMotion, metrics: dict[str, An
 
 
 def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None, checkpoint: Path | None = None,
-                 progress: bool = True, terrain: Terrain | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
+                 progress: bool = True, terrain: Terrain | None = None,
+                 segments: list[dict[str, Any]] | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
     """Naive PD replay + tracking of ``motion`` by ``cfg.method`` on ``terrain`` (None: flat ground; a run's:
     :func:`akd_core.model.terrain.run_terrain`). Returns the TrackedMotion (with ``naive``) and the metrics the
-    manifest records."""
+    manifest records. ``segments``: a motion program's segments (the gait stage's ``segments``): a segment that
+    misses its own limit makes the MPC plan the clip again as a failing clip does, and the manifest gets each
+    segment's stance slip (``segment_slip_mps``)."""
     cfg = cfg or TrackingConfig()
     if cfg.method not in METHODS:
         raise ConfigError(f"--method must be one of {METHODS}, got {cfg.method!r}")
@@ -667,7 +688,7 @@ def track_motion(robot: Robot, motion: Motion, cfg: TrackingConfig | None = None
                               f"{terrain.spec!r}: use --method mpc")
         return track_adam(robot, motion, cfg, checkpoint=checkpoint, progress=progress)
     with one_torch_thread():
-        return _track_mpc_motion(robot, motion, cfg, checkpoint, progress, terrain)
+        return _track_mpc_motion(robot, motion, cfg, checkpoint, progress, terrain, segments)
 
 
 @contextlib.contextmanager
@@ -681,6 +702,33 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def failing_segments(setup: Setup, tracked: TrackedMotion, segments: list[dict[str, Any]] | None,
+                     cfg: TrackingConfig) -> list[int]:
+    """Numbers (1-based) of the program's segments whose tracked link error misses their own class's limit
+    (:func:`~akd_core.physics.verdict.judge_segments`); none without a program."""
+    if not segments:
+        return []
+    judged = judge_segments(setup.robot, setup.reference, tracked, {"height_shift_m": setup.height_shift}, segments,
+                            link_err_limit_m=cfg.link_err_limit_m, terrain=setup.terrain)
+    return [s["segment"] for s in judged if not s["passed"]]
+
+
+def segment_slips(setup: Setup, record: Execution, segments: list[dict[str, Any]]) -> list[float]:
+    """Stance slip (m/s, as the clip's ``stance_slip_mps``: engine contacts, at a foot's lowest touching part) over
+    each segment's simulation steps."""
+    vel, force = np.concatenate(record.foot_vel), np.concatenate(record.foot_force)
+    height = np.concatenate(record.foot_height)
+    foot_of = contact_schedule(setup.robot, setup.reference).foot_of
+    steps, fps = setup.engine.steps, setup.reference.fps
+    out = []
+    for seg in segments:
+        a = int(round(seg["start_s"] * fps)) * steps
+        b = max(min(int(round(seg["end_s"] * fps)) * steps, len(vel)), a)
+        out.append(stance_slip(vel[a:b], force[a:b], setup.cost.contact_force_n, height[a:b], foot_of)
+                   if b > a else float("nan"))
+    return out
 
 
 def retry_limit(cfg: TrackingConfig, setup: Setup) -> float:
@@ -703,7 +751,8 @@ def retry_checkpoint(checkpoint: Path) -> Path:
 
 
 def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit: float, tracked: TrackedMotion,
-                    metrics: dict[str, Any], selected: str, info: dict[str, Any]):
+                    metrics: dict[str, Any], selected: str, info: dict[str, Any],
+                    segments: list[dict[str, Any]] | None = None):
     """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples (its own checkpoint, so an interrupted second
     attempt resumes without redoing the first); keep whichever of the two tracks better."""
     first = {"samples": setup.sampling.samples, "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"],
@@ -719,14 +768,19 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
               "fell": metrics2["fell"], "selected_targets": "optimised", "seconds": info2["seconds"]}
     both = {"attempts": [first, second], "rollouts": info["rollouts"] + info2["rollouts"],
             "seconds": info["seconds"] + info2["seconds"]}
-    if tracks_better(metrics2, metrics):
-        return more, tracked2, metrics2, "optimised", dict(info2, **both)
+    # upright first, then the segments that miss their limits, then the link error
+    failing = (len(failing_segments(setup, tracked, segments, setup.cfg)), len(failing_segments(more, tracked2,
+                                                                                              segments, more.cfg)))
+    if (metrics2["fell"], failing[1]) < (metrics["fell"], failing[0]) or (
+            (metrics2["fell"], failing[1]) == (metrics["fell"], failing[0]) and tracks_better(metrics2, metrics)):
+        return more, tracked2, metrics2, "optimised", dict(info2, **both), record
     log.warning("the second attempt tracked no better (%.3f m): keeping the first", metrics2["link_pos_err_m"])
-    return setup, tracked, metrics, selected, dict(info, **both)
+    return setup, tracked, metrics, selected, dict(info, **both), None
 
 
 def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpoint: Path | None,
-                      progress: bool, terrain: Terrain | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
+                      progress: bool, terrain: Terrain | None = None,
+                      segments: list[dict[str, Any]] | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
     tic = time.perf_counter()
     setup = build(robot, motion, cfg, terrain=terrain)
     limit = retry_limit(cfg, setup)  # a bad --retry-above fails here, before any rollout
@@ -751,11 +805,19 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
         tracked, metrics = record_metrics(setup, record, pd_targets)
         selected, tracked, metrics = keep_best_replay(setup, tracked, metrics, (
             ("feedforward", ff_targets, ff_tracked, ff_metrics), ("naive", naive_targets, naive, naive_metrics)))
-        if limit and (metrics["fell"] or metrics["link_pos_err_m"] > limit):
-            setup, tracked, metrics, selected, info = _second_attempt(setup, checkpoint, progress, limit, tracked,
-                                                                      metrics, selected, info)
+        record = {"optimised": record, "feedforward": ff_record, "naive": naive_record}[selected]
+        failing = failing_segments(setup, tracked, segments, cfg) if limit else []
+        if limit and (metrics["fell"] or metrics["link_pos_err_m"] > limit or failing):
+            if failing and not (metrics["fell"] or metrics["link_pos_err_m"] > limit):
+                log.warning("segment%s %s missed %s limit: planning the clip again", "s" * (len(failing) > 1),
+                            ", ".join(str(n) for n in failing), "their" if len(failing) > 1 else "its")
+            setup, tracked, metrics, selected, info, again = _second_attempt(
+                setup, checkpoint, progress, limit, tracked, metrics, selected, info, segments)
+            record = again if again is not None else record
     tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
+    if segments:
+        out["segment_slip_mps"] = segment_slips(setup, record, segments)
     out.update({f"naive_{k}": v for k, v in naive_metrics.items()})
     engine = setup.engine
     out.update({"method": "mpc", "engine": engine.name, "model": getattr(engine, "model_source", None),
@@ -796,16 +858,20 @@ def stage_track(run: RunDir, resume: bool = True, progress: bool = True, **optio
     if not resume:
         for old in (checkpoint, retry_checkpoint(checkpoint)):
             old.unlink(missing_ok=True)
+    program = run.stage("gait").get("config", {}).get("segments") if run.stage_done("gait") else None
     with run.running_stage("track", cfg.to_dict()) as metrics:
-        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress, terrain=terrain)
+        tracked, out = track_motion(robot, motion, cfg, checkpoint=checkpoint, progress=progress, terrain=terrain,
+                                    segments=program)
         tracked.save(run.file(TRACKED))
-        program = run.stage("gait").get("config", {}).get("segments") if run.stage_done("gait") else None
         segments = judge_segments(robot, motion, tracked, out, program, link_err_limit_m=cfg.link_err_limit_m,
                                   terrain=terrain) if program else None
         verdict = judge_tracking(robot, motion, out, link_err_limit_m=cfg.link_err_limit_m, segments=segments,
                                  terrain=terrain)
         out.update(verdict.to_metrics())
+        slips = out.pop("segment_slip_mps", None)
         if segments:
+            for seg, slip in zip(segments, slips or [None] * len(segments)):
+                seg["stance_slip_mps"] = slip
             out["segments"] = segments
         metrics.update(out)
     run.update_manifest(verdict={"passed": verdict.passed, "reasons": verdict.reasons})

@@ -24,7 +24,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.render.camera import intrinsics_from_fov, look_at, smooth_over_time
 from akd_core.render.terrain_cast import SUN, TerrainCaster, checker_parity, depth_edges, sun_shade
-from akd_core.render.video import write_mp4
+from akd_core.render.video import write_mp4_frames
 from akd_core.render.zbuffer import NEAR_PLANE, rasterize
 
 log = logging.getLogger(__name__)
@@ -691,10 +691,12 @@ def render_frame(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, join
     return PreviewRenderer(robot, width, height, style, terrain).render_pose(root_pos, root_quat, joint_pos, viewmat)
 
 
-def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None = None, fps: float | None = None,
-                 width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
-                 progress: bool = True, terrain: Terrain | None = None) -> tuple[np.ndarray, float]:
-    """Frames (N, H, C * W, 3) uint8 of clips side by side, and the video fps; see :func:`render_preview`."""
+def clip_frames(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None = None, fps: float | None = None,
+                width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
+                progress: bool = True, terrain: Terrain | None = None) -> tuple[Iterator[np.ndarray], int, float]:
+    """(frames, count, video fps) of clips side by side: ``frames`` yields each (H, C * W, 3) uint8 frame as it is
+    drawn, so a long clip is encoded as it renders (:func:`~akd_core.render.video.write_mp4_frames`) instead of
+    held whole; see :func:`render_preview`. The input is checked before this returns."""
     from tqdm import tqdm
 
     if not clips:
@@ -718,13 +720,28 @@ def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | Non
         camera = renderer.follow_camera(root_pos, root_quat, fps)
         panels.append((link_pos, link_rot, camera, clip.frames_at(fps)))
     font_size = max(10, height // 20)
-    frames = np.empty((num_frames, height, width * len(parsed), 3), dtype=np.uint8)
-    for f in tqdm(range(num_frames), desc="preview", unit="frame", disable=not progress, leave=False):
-        for c, (link_pos, link_rot, camera, length) in enumerate(panels):
-            image = renderer.render(link_pos[f], link_rot[f], camera.viewmats[f], camera.K)
-            clock = f"{times[f]:.2f} s" if f < length else f"{times[length - 1]:.2f} s (end)"
-            frames[f, :, c * width:(c + 1) * width] = draw_label(image, f"{labels[c]}  {clock}", 4, 3, font_size)
-    return frames, fps
+
+    def frames() -> Iterator[np.ndarray]:
+        for f in tqdm(range(num_frames), desc="preview", unit="frame", disable=not progress, leave=False):
+            frame = np.empty((height, width * len(parsed), 3), dtype=np.uint8)
+            for c, (link_pos, link_rot, camera, length) in enumerate(panels):
+                image = renderer.render(link_pos[f], link_rot[f], camera.viewmats[f], camera.K)
+                clock = f"{times[f]:.2f} s" if f < length else f"{times[length - 1]:.2f} s (end)"
+                frame[:, c * width:(c + 1) * width] = draw_label(image, f"{labels[c]}  {clock}", 4, 3, font_size)
+            yield frame
+
+    return frames(), num_frames, float(fps)
+
+
+def render_clips(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | None = None, fps: float | None = None,
+                 width: int = 320, height: int = 240, style: PreviewStyle = PreviewStyle(),
+                 progress: bool = True, terrain: Terrain | None = None) -> tuple[np.ndarray, float]:
+    """Frames (N, H, C * W, 3) uint8 of clips side by side, and the video fps (:func:`clip_frames`, held)."""
+    frames, count, video_fps = clip_frames(robot, clips, labels, fps, width, height, style, progress, terrain)
+    out = np.empty((count, height, width * len(clips), 3), dtype=np.uint8)
+    for f, frame in enumerate(frames):
+        out[f] = frame
+    return out, video_fps
 
 
 def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | str | os.PathLike | None = None,
@@ -751,8 +768,8 @@ def render_preview(robot: Robot, clips: Sequence[Any], labels: Sequence[str] | s
     if path is None:
         raise ConfigError("preview: no output path; give path='preview.mp4'")
 
-    frames, fps = render_clips(robot, clips, labels, fps, width, height, style, progress, terrain)
-    return write_mp4(frames, path, fps=fps)
+    frames, _, video_fps = clip_frames(robot, clips, labels, fps, width, height, style, progress, terrain)
+    return write_mp4_frames(frames, path, fps=video_fps)
 
 
 # ----------------------------------------------------------------------------- stage + CLI
@@ -782,11 +799,10 @@ def stage_preview(run: RunDir, width: int = 320, height: int = 240, fps: float |
               "terrain": terrain.spec}
     with run.running_stage("preview", config) as metrics:
         start = time.perf_counter()
-        frames, video_fps = render_clips(robot, clips, labels, fps, width, height, style, progress=True,
-                                         terrain=terrain)
-        render_seconds = time.perf_counter() - start
-
-        write_mp4(frames, path, fps=video_fps)
-        metrics.update(frames=len(frames), fps=video_fps, duration_s=len(frames) / video_fps, panels=len(clips),
-                       render_s_per_frame=render_seconds / len(frames))
+        frames, count, video_fps = clip_frames(robot, clips, labels, fps, width, height, style, progress=True,
+                                               terrain=terrain)
+        write_mp4_frames(frames, path, fps=video_fps)  # drawn and encoded frame by frame
+        seconds = time.perf_counter() - start
+        metrics.update(frames=count, fps=video_fps, duration_s=count / video_fps, panels=len(clips),
+                       render_s_per_frame=seconds / count)
     return metrics

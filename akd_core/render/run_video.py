@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,10 +31,11 @@ from akd_core.model.kinematics import ForwardKinematics
 from akd_core.model.robot import Robot, load_urdf
 from akd_core.model.terrain import Terrain, run_terrain
 from akd_core.motion.clip import Motion, TrackedMotion
-from akd_core.render import GroundConfig, follow_camera, render_video, resolve_backend, to_uint8_frames, write_mp4
+from akd_core.render import GroundConfig, follow_camera, render_video, resolve_backend, to_uint8_frames
 from akd_core.render.gaussians import GaussianAsset
 from akd_core.render.preview import draw_label
 from akd_core.render.terrain_cast import TerrainCaster
+from akd_core.render.video import write_mp4_frames
 
 RENDER_MP4 = "render.mp4"
 GAUSSIANS_PLY = "gaussians.ply"
@@ -108,41 +110,53 @@ def _azimuth(means: Tensor, terrain: Terrain | None) -> float:
     return -180.0 - FRONT_AZIMUTH_DEG if rising else FRONT_AZIMUTH_DEG
 
 
-def render_clips(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width: int, height: int,
-                 backend: str = "auto", chunk_frames: int = 8, labels: list[str] | None = None,
-                 progress: bool = True, terrain: Terrain | None = None) -> np.ndarray:
-    """Frames (F, H, P * W, 3) uint8 of P posed clips side by side (shorter clips hold their last frame).
+def clip_frames(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width: int, height: int,
+                backend: str = "auto", chunk_frames: int = 8, labels: list[str] | None = None,
+                progress: bool = True, terrain: Terrain | None = None) -> tuple[Iterator[np.ndarray], int]:
+    """(frames, count): frames (H, P * W, 3) uint8 of P posed clips side by side (shorter clips hold their last
+    frame), yielded as each chunk of ``chunk_frames`` is drawn, so a long clip streams to the encoder instead of
+    being held whole.
 
     poses: per clip (link_pos (F_p, L, 3), link_rot (F_p, L, 3, 3)). terrain: the ground (default flat z = 0).
     """
-    from tqdm import tqdm
-
     backend = resolve_backend(backend)
     device = torch.device("cuda") if backend == "gsplat" else torch.device("cpu")
     cameras = panel_cameras(asset, poses, width, height, terrain=terrain)
     num_frames = max(len(pos) for pos, _ in poses)
     colors, opacities = asset.colors_tensor(device=device), asset.opacities_tensor(device=device)
     ground = None if terrain is None or terrain.is_flat else TerrainCaster(terrain, GroundConfig().max_distance)
-    out = np.empty((num_frames, height, width * len(poses), 3), dtype=np.uint8)
-    bar = tqdm(total=num_frames * len(poses), desc="render", unit="frame", disable=not progress, leave=False)
-    for p, ((link_pos, link_rot), (viewmats, K)) in enumerate(zip(poses, cameras)):
-        frame_ids = np.minimum(np.arange(num_frames), len(link_pos) - 1)
-        for start in range(0, num_frames, chunk_frames):
-            ids = torch.as_tensor(frame_ids[start:start + chunk_frames])
-            with torch.no_grad():
-                means, covars = asset.pose(link_pos[ids].to(device), link_rot[ids].to(device))
-                frames = render_video(means, covars, colors, opacities, viewmats[ids].to(device), K.to(device),
-                                      width, height, backend=backend, terrain=ground)
-            out[start:start + len(ids), :, p * width:(p + 1) * width] = to_uint8_frames(frames)
-            bar.update(len(ids))
-    bar.close()
-    if labels:
+
+    def frames() -> Iterator[np.ndarray]:
+        from tqdm import tqdm
 
         size = max(10, height // 20)
-        for f in range(num_frames):
-            for p, label in enumerate(labels):
-                out[f] = draw_label(out[f], label, p * width + 4, 3, size)
-    return out
+        bar = tqdm(total=num_frames * len(poses), desc="render", unit="frame", disable=not progress, leave=False)
+        for start in range(0, num_frames, chunk_frames):
+            count = min(chunk_frames, num_frames - start)
+            chunk = np.empty((count, height, width * len(poses), 3), dtype=np.uint8)
+            for p, ((link_pos, link_rot), (viewmats, K)) in enumerate(zip(poses, cameras)):
+                ids = torch.as_tensor(np.minimum(np.arange(start, start + count), len(link_pos) - 1))
+                with torch.no_grad():
+                    means, covars = asset.pose(link_pos[ids].to(device), link_rot[ids].to(device))
+                    drawn = render_video(means, covars, colors, opacities, viewmats[ids].to(device), K.to(device),
+                                         width, height, backend=backend, terrain=ground)
+                chunk[:, :, p * width:(p + 1) * width] = to_uint8_frames(drawn)
+                bar.update(count)
+            for frame in chunk:
+                for p, label in enumerate(labels or []):
+                    frame = draw_label(frame, label, p * width + 4, 3, size)
+                yield frame
+        bar.close()
+
+    return frames(), num_frames
+
+
+def render_clips(asset: GaussianAsset, poses: list[tuple[Tensor, Tensor]], width: int, height: int,
+                 backend: str = "auto", chunk_frames: int = 8, labels: list[str] | None = None,
+                 progress: bool = True, terrain: Terrain | None = None) -> np.ndarray:
+    """Frames (F, H, P * W, 3) uint8 of P posed clips side by side (:func:`clip_frames`, held)."""
+    frames, count = clip_frames(asset, poses, width, height, backend, chunk_frames, labels, progress, terrain)
+    return np.stack(list(frames)) if count else np.empty((0, height, width * len(poses), 3), dtype=np.uint8)
 
 
 def stage_render(run: RunDir, width: int = 256, height: int = 256, backend: str = "auto",
@@ -181,15 +195,15 @@ def stage_render(run: RunDir, width: int = 256, height: int = 256, backend: str 
         fk = ForwardKinematics(robot)
         poses = [link_poses(fk, clip) for clip in clips]
         start = time.perf_counter()
-        frames = render_clips(asset, poses, width, height, resolved, chunk_frames, labels, progress, terrain)
+        frames, count = clip_frames(asset, poses, width, height, resolved, chunk_frames, labels, progress, terrain)
+        write_mp4_frames(frames, run.file(RENDER_MP4), fps=fps)  # drawn and encoded chunk by chunk
         render_s = time.perf_counter() - start
-        write_mp4(frames, run.file(RENDER_MP4), fps=fps)
-        metrics.update({"frames": int(len(frames)), "panels": len(clips), "skinned": asset.skin is not None,
+        metrics.update({"frames": int(count), "panels": len(clips), "skinned": asset.skin is not None,
                         "asset_build_s": round(asset_s, 3),
-                        "render_s_per_frame": round(render_s / (len(frames) * len(clips)), 4),
+                        "render_s_per_frame": round(render_s / (count * len(clips)), 4),
                         "video": str(run.file(RENDER_MP4)), "gaussians_ply": str(run.file(GAUSSIANS_PLY))})
     return metrics
 
 
-__all__ = ["link_poses", "motion_in_robot_order", "panel_cameras", "render_clips",
+__all__ = ["clip_frames", "link_poses", "motion_in_robot_order", "panel_cameras", "render_clips",
            "stage_render", "tracked_as_motion"]
