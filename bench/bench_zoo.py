@@ -170,6 +170,10 @@ class NotLoaded(Exception):
     """The robot file does not load (as opposed to: it loads and has no legs)."""
 
 
+class NotSimulable(Exception):
+    """The robot loads but has nothing a simulator can collide with."""
+
+
 def _legs_of(spec: str | Path) -> tuple[int, list[str]]:
     """(number of legs, foot links) as `akd robots info` finds them; NotLoaded when the file does not load."""
     from akd_core.model.legs import find_legs
@@ -178,6 +182,10 @@ def _legs_of(spec: str | Path) -> tuple[int, list[str]]:
         robot = _load_robot.__wrapped__(str(spec))  # not kept: the scan loads every robot once
     except Exception as exc:  # noqa: BLE001 - any failure to load is a reason to list
         raise NotLoaded(_first_line(exc)) from exc
+    if not any(link.collisions for link in robot.links):
+        raise NotSimulable("no <collision> geometry on any link (visual meshes only): nothing can touch the ground "
+                           "in a simulator, so tracking stops with an error naming the fix (add <collision> "
+                           "elements); `akd gait` still makes its reference")
     legs = find_legs(robot)
     return len(legs), [leg.foot_link for leg in legs]
 
@@ -189,6 +197,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _why(exc: Exception) -> str:
+    if isinstance(exc, NotSimulable):
+        return f"cannot be simulated: {exc}"
     return f"does not load: {exc}" if isinstance(exc, NotLoaded) else f"no legs found: {_first_line(exc)}"
 
 
