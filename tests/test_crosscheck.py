@@ -148,3 +148,26 @@ def test_newton_engine_keeps_each_batch_size_and_rolls_out_as_a_fresh_one(a1, mp
             np.testing.assert_allclose(got.root_lin_vel, want.root_lin_vel, atol=1e-4)
     # the rollouts differ per world (the batch is not one world copied)
     assert np.abs(want3.joint_pos[0, -1] - want3.joint_pos[2, -1]).max() > 1e-3
+
+
+def test_akd_crosscheck_open_loop_0_replays_no_open_loop_and_prints_cleanly(a1, tmp_path, mpc_trot, capsys):
+    """`akd crosscheck RUN --open-loop 0` once raised KeyError('open_loop_s') printing its summary: 0 means no
+    open-loop replay, the windowed figures are printed alone; a negative value is a clear error."""
+    from akd_core.cli import main
+
+    tracked, metrics = mpc_trot
+    run = RunDir(tmp_path / "run", create=True)
+    a1.to_urdf(run.file("robot.urdf"))
+    tracked.save(run.file("tracked.npz"))
+    run.set_stage("track", status="done", metrics=metrics)
+    code = main(["crosscheck", str(run.path), "--open-loop", "0", "--engine", "mujoco"])
+    out = capsys.readouterr().out
+    saved = json.loads(run.file("crosscheck.json").read_text())
+    assert code == (0 if saved["passed"] else 1)
+    assert not any(key.startswith("open_loop") for key in saved)
+    assert saved["windows"] == 2 and 0.0 <= saved["joint_rmse_rad"] < C.DEFAULT_THRESHOLD_RAD  # replayed in MuJoCo
+    assert "no open-loop replay" in out and f"{saved['joint_rmse_rad']:.4f} rad" in out
+    assert main(["crosscheck", str(run.path), "--open-loop", "0.2", "--engine", "mujoco"]) == code
+    assert "open loop 0.2 s: joint RMSE" in capsys.readouterr().out
+    assert main(["crosscheck", str(run.path), "--open-loop", "-1"]) == 2
+    assert "--open-loop must be a number of seconds >= 0" in capsys.readouterr().err

@@ -83,13 +83,22 @@ def test_velocity_convention_round_trips_root_origin_velocity(problem, a1):
 
 
 def test_start_state_lowest_point_touches_ground(a1, problem):
+    """The lowest point of the collision geometry (a1's sphere feet exactly: centre minus radius) touches z = 0; every
+    corner/pole point of geometry_corners is then above it (the poles of a sphere turned with the shin are not its
+    lowest points: placing those on the ground sank the feet 4.3 mm)."""
+    from akd_core.physics.targets import support_geometry
+
     parts = problem.sim.split_state(problem.q0, problem.qd0)
-    idx, pts = geometry_corners(a1)
-    world = ForwardKinematics(a1).link_points(torch.tensor(parts["root_pos"][None]),
-                                              torch.tensor(parts["root_quat"][None]),
-                                              torch.tensor(parts["joint_pos"][None]), torch.as_tensor(idx),
-                                              torch.as_tensor(pts))
-    assert abs(float(world[..., 2].min())) < 1e-6
+    fk = ForwardKinematics(a1)
+
+    def lowest(idx, pts, radius=0.0):
+        world = fk.link_points(torch.tensor(parts["root_pos"][None]), torch.tensor(parts["root_quat"][None]),
+                               torch.tensor(parts["joint_pos"][None]), torch.as_tensor(idx), torch.as_tensor(pts))
+        return float((world[0, :, 2].numpy() - radius).min())
+
+    idx, pts, radius = support_geometry(a1)
+    assert abs(lowest(idx, pts, radius)) < 1e-6
+    assert lowest(*geometry_corners(a1)) > -1e-6
 
 
 def _loss(problem, targets, qd0, clip=1e9):

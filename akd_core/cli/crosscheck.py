@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pass if the windowed joint RMSE (rad) is below this (default 0.05)")
     parser.add_argument("--open-loop", type=float, default=DEFAULT_OPEN_LOOP_S,
                         help="seconds of open-loop replay from the first state reported beside it (default: the "
-                             "whole clip)")
+                             "whole clip; 0: no open-loop replay)")
     parser.add_argument("--engine", default=None, choices=("mujoco", "newton"),
                         help="engine that replays (default: the one the run was not tracked in)")
 
@@ -29,7 +29,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"crosscheck {verdict} in {r['engine']} (tracked in {r['tracked_engine']}): windowed joint RMSE "
           f"{r['joint_rmse_rad']:.4f} rad over {r['windows']} x {r['window_s']:.2f} s windows (threshold "
           f"{r['threshold']}), worst window {r['worst_window_joint_rmse_rad']:.4f} rad, root error "
-          f"{r['root_pos_err_m']:.4f} m; open loop {r['open_loop_s']:.1f} s: joint RMSE "
-          f"{r['open_loop_joint_rmse_rad']:.4f} rad, root drift {r['open_loop_root_drift_m']:.3f} m "
-          f"-> {run.file(CROSSCHECK)}")
+          f"{r['root_pos_err_m']:.4f} m; {open_loop_summary(r)} -> {run.file(CROSSCHECK)}")
     return 0 if r["passed"] else 1
+
+
+def open_loop_summary(r: dict) -> str:
+    """The open-loop part of the summary line; "no open-loop replay" when it was turned off (--open-loop 0)."""
+    if "open_loop_s" not in r:
+        return "no open-loop replay"
+    return (f"open loop {r['open_loop_s']:.1f} s: joint RMSE {r['open_loop_joint_rmse_rad']:.4f} rad, root drift "
+            f"{r['open_loop_root_drift_m']:.3f} m")

@@ -150,6 +150,24 @@ def _shape_points(geom) -> np.ndarray | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def mesh_hull_points(path: str, scale: tuple[float, ...]) -> np.ndarray | None:
+    """Every vertex of the (scaled) mesh's convex hull and the centroid of every hull face (the shape MuJoCo and
+    Newton collide), in the mesh frame; None for an unreadable or degenerate mesh. Denser than
+    :func:`geometry_corners`' extreme vertices: what a lowest-point query that must be exact to a millimetre uses."""
+    import trimesh
+
+    try:
+        mesh = trimesh.load(path, force="mesh")
+        vertices = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale)
+        if len(vertices) <= 4:
+            return vertices.copy() if len(vertices) else None
+        hull = trimesh.Trimesh(vertices=vertices).convex_hull
+        return np.concatenate([np.asarray(hull.vertices, dtype=np.float64), np.asarray(hull.triangles_center)])
+    except Exception:  # unreadable or degenerate mesh: skip, as geometry_corners does
+        return None
+
+
 MESH_POINT_DIRECTIONS = 128  # a mesh is represented by its extreme vertices along this many directions
 
 

@@ -1,15 +1,15 @@
 """Cross-check in the other engine: replay the stored PD targets of ``tracked.npz`` where they were not made
 (tracked in MuJoCo -> checked in Newton; tracked in Newton -> checked in MuJoCo), windowed.
 
-Every ``window_s`` the other engine starts from the tracked state at that frame, replays that window's targets
-open loop, and is compared at the window's end: joint RMSE (rad, the pass/fail figure), max joint deviation and
-root position error. Windows are independent, so they run as one batch of worlds. Beside it the open-loop replay
-from the first state is reported (``open_loop_*``, the whole clip unless ``open_loop_s``): it drifts by
-construction (no feedback, chaotic contact) and is not a pass/fail figure. The contact models differ on purpose
-(MuJoCo: soft constraints with a true Coulomb cone; Newton Featherstone: penalty springs with a viscous friction
-slope capped at mu N), which is what makes the check informative: targets that only work through one engine's
-contact quirks fail it. Both engines stand on the same terrain: the run's (:func:`akd_core.model.terrain.run_terrain`),
-flat ground when it recorded none.
+Every ``window_s`` the other engine starts from the tracked state at that frame, replays that window's targets open
+loop, and is compared at the window's end: joint RMSE (rad, the pass/fail figure), max joint deviation and root
+position error. Windows are independent, so they run as one batch of worlds. Beside it the open-loop replay from the
+first state is reported (``open_loop_*``, the whole clip unless ``open_loop_s``; ``open_loop_s`` 0: no replay and no
+``open_loop_*`` keys): it drifts by construction (no feedback, chaotic contact) and is not a pass/fail figure. The
+contact models differ on purpose (MuJoCo: soft constraints with a true Coulomb cone; Newton Featherstone: penalty
+springs with a viscous friction slope capped at mu N), which is what makes the check informative: targets that only
+work through one engine's contact quirks fail it. Both engines stand on the same terrain: the run's
+(:func:`akd_core.model.terrain.run_terrain`), flat ground when it recorded none.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from akd_core.io.errors import AKDError
+from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.fileio import write_json_atomic
 from akd_core.io.rundir import CROSSCHECK, TRACKED, RunDir
 from akd_core.model.load import load_run_robot
@@ -53,6 +53,7 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
     check is repeated at half the step (up to twice) before it is reported as failed; ``timestep_s`` and
     ``step_refinements`` say which step decided. The open-loop replay (``open_loop_s`` 0: none) runs once, at that
     step."""
+    check_open_loop(open_loop_s)
     refinements = 0
     bound = sim_dt if sim_dt is not None else DEFAULT_SIM_DT[engine]
     while True:
@@ -66,6 +67,13 @@ def crosscheck(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, eng
         result.update(_open_loop_at(robot, tracked, physics, engine, open_loop_s, bound, device, terrain))
     result["terrain"] = (terrain or Terrain.flat()).spec
     return result
+
+
+def check_open_loop(open_loop_s: float | None) -> None:
+    """ConfigError unless ``open_loop_s`` is None (the whole clip) or a finite number of seconds >= 0 (0: none)."""
+    if open_loop_s is not None and not (np.isfinite(open_loop_s) and open_loop_s >= 0):
+        raise ConfigError(f"--open-loop must be a number of seconds >= 0 (0: no open-loop replay; leave it out for "
+                          f"the whole clip), got {open_loop_s!r}")
 
 
 def _replayer(robot: Robot, tracked: TrackedMotion, physics: PhysicsParams, engine: str, bound: float,
@@ -129,6 +137,7 @@ def stage_crosscheck(run: RunDir, window_s: float = DEFAULT_WINDOW_S, threshold_
                      device: str | None = None) -> dict[str, Any]:
     """`akd crosscheck RUN`: the other engine replays RUN/tracked.npz on the run's terrain -> RUN/crosscheck.json
     (+ manifest)."""
+    check_open_loop(open_loop_s)
     robot = load_run_robot(run)
     tracked = TrackedMotion.load(run.require(TRACKED, f"akd track {run.path}"))
     track = run.stage("track").get("metrics", {})

