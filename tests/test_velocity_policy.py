@@ -42,10 +42,16 @@ from akd_core.learn.observation import (
     velocity_observation_layout,
     velocity_observations,
 )
-from akd_core.learn.policy import FitConfig, load_policy, save_policy
+from akd_core.learn.policy import FitConfig, TrackingPolicy, load_policy, save_policy
 from akd_core.learn.ppo import PPOConfig
 from akd_core.learn.reference import yaw_of
-from akd_core.learn.velocity import VelocityConfig, load_library, train_velocity, velocity_samples
+from akd_core.learn.velocity import (
+    VelocityConfig,
+    library_feedforward,
+    load_library,
+    train_velocity,
+    velocity_samples,
+)
 from akd_core.learn.velocity_env import (
     AIR_TIME_S,
     FEET_WIDTH,
@@ -372,6 +378,86 @@ def test_onnx_export_carries_the_command_slot_and_matches_torch(trained, tmp_pat
     obs[:, slice(*meta.command["indices"])] = [0.4, 0.0, 0.2]
     with torch.no_grad():
         np.testing.assert_allclose(onnx_policy.act(obs), policy.act(obs), atol=1e-5)
+
+
+def test_library_feedforward_blends_frames_by_command_and_phase_and_stands_at_zero(library, quadruped):
+    dataset, _, _ = load_library(library)
+    frames = LibraryFrames.from_dataset(dataset, quadruped)
+    ff = library_feedforward(dataset, frames)
+    j = quadruped.num_dofs
+    slot = observation_slices(velocity_observation_layout(j))
+
+    def obs_at(command, phase):
+        obs = np.zeros((len(phase), 3 * j + 11), np.float32)
+        obs[:, slot["command"]] = command
+        obs[:, slot["clock"]] = np.stack([np.sin(phase), np.cos(phase)], -1)
+        return torch.as_tensor(obs)
+
+    with torch.no_grad():
+        # a moving library frame's own command and phase: the frames near it in command and phase
+        row = int(np.flatnonzero(np.abs(frames.command).max(1) > 0.3)[40])
+        weights = ff.weights(obs_at(frames.command[row], np.array([frames.phase[row]])))[0].numpy()
+        assert np.abs(weights @ frames.command - frames.command[row]).max() < 0.1
+        assert abs(np.angle(weights @ np.exp(1j * (frames.phase - frames.phase[row])))) < 0.2
+        assert weights[np.abs(np.angle(np.exp(1j * (frames.phase - frames.phase[row])))) < 0.6].sum() > 0.9
+        # a zero command: the library's stands whatever the clock says
+        out = ff(obs_at(np.zeros(3), np.linspace(0, 6, 7))).numpy()
+        np.testing.assert_allclose(out, out[:1].repeat(7, 0), atol=1e-5)
+        weights = ff.weights(obs_at(np.zeros(3), np.array([2.0])))[0].numpy()
+        assert weights @ np.abs(frames.command).max(1) < 0.03  # the stands (and the first frames of the ramps)
+        # a small change of the command moves the feedforward a little (blending, no jump)
+        a = ff(obs_at([0.20, 0.0, 0.0], np.array([1.0]))).numpy()
+        b = ff(obs_at([0.21, 0.0, 0.0], np.array([1.0]))).numpy()
+        assert np.abs(a - b).max() < 0.02
+    # a policy with zero residual plays the feedforward
+    policy = TrackingPolicy(3 * j + 11, j, (16,), "residual", task="velocity", feedforward=ff)
+    for m in policy.net:
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.zeros_(m.weight)
+            torch.nn.init.zeros_(m.bias)
+    obs = obs_at([0.3, 0.0, 0.1], np.array([0.5, 2.0]))
+    with torch.no_grad():
+        np.testing.assert_allclose(policy(obs).numpy(), ff(obs).numpy(), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def residual(library, quadruped, tmp_path_factory):
+    """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""
+    out = tmp_path_factory.mktemp("velocity_residual")
+    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=2, **TINY_PPO))
+    policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "r.pt.ckpt", progress=False)
+    save_policy(out / "r.pt", policy, meta)
+    return out / "r.pt", policy, meta, metrics
+
+
+def test_residual_policy_trains_saves_evaluates_and_exports_with_its_library_table(residual, quadruped, tmp_path,
+                                                                                    capsys):
+    path, policy, meta, metrics = residual
+    assert meta.action_mode == "residual" and metrics["action"] == "residual" and len(metrics["history"]) == 2
+    assert metrics["bc"]["method"] == "feedforward"
+    loaded, _ = load_policy(path)
+    assert loaded.action_mode == "residual" and loaded.feedforward.keys.shape == policy.feedforward.keys.shape
+    obs = np.random.default_rng(2).normal(size=(8, sum(s for _, s in meta.obs_layout))).astype(np.float32)
+    np.testing.assert_allclose(loaded.act(obs), policy.act(obs))
+    with torch.no_grad():  # the residual is bounded
+        residual_rad = loaded(torch.as_tensor(obs)) - loaded.feedforward(torch.as_tensor(obs))
+    assert float(residual_rad.abs().max()) <= float(loaded.feedforward.bound.max()) + 1e-6
+    # closed loop at the evaluation's defaults (short)
+    cfg = VelocityEvalConfig(seconds=1.0, episodes=1, randomisation=Randomisation(**CALM))
+    report, _ = evaluate_velocity(quadruped, loaded, meta, cfg, progress=False)
+    assert report["episodes"] == 1 and report["vx_rmse_mps"] is not None
+    # ONNX: the table travels inside the graph; onnxruntime gives the torch targets
+    out = tmp_path / "r.onnx"
+    assert main(["export-policy", str(path), "-o", str(out)]) == 0
+    capsys.readouterr()
+    from akd_core.learn.onnx_export import OnnxPolicy
+
+    onnx_policy = OnnxPolicy(out)
+    assert onnx_policy.meta["action_mode"] == "residual" and "softmax" in onnx_policy.meta["feedforward"]["rule"]
+    obs[:, slice(*meta.command["indices"])] = [[0.4, 0.0, 0.2]] * 4 + [[0.0, 0.0, 0.0]] * 4
+    phase = np.linspace(0.0, 6.0, 8)
+    obs[:, slice(*meta.command["clock"]["indices"])] = np.stack([np.sin(phase), np.cos(phase)], -1)
+    np.testing.assert_allclose(onnx_policy.act(obs), loaded.act(obs), atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- ROS 2: /cmd_vel

@@ -14,13 +14,21 @@ from akd_core.learn.dagger import DaggerConfig, train_dagger
 from akd_core.learn.dataset import load_dataset
 from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
 from akd_core.learn.ppo import PPOConfig, train_ppo
-from akd_core.learn.velocity import VelocityConfig, library_robot, train_velocity
+from akd_core.learn.velocity import (
+    RESIDUAL_STARTS,
+    VELOCITY_ACTIONS,
+    VelocityConfig,
+    library_robot,
+    train_velocity,
+)
 from akd_core.learn.velocity_env import IMITATIONS, REWARD_WEIGHTS
+from akd_core.learn.velocity_feedforward import RESIDUAL_BOUND_RAD
 from akd_core.model.load import load_robot
 
 METHODS = ("bc", "dagger", "ppo")
 TASKS = ("reference", "velocity")
-VELOCITY_EPISODE_S, VELOCITY_INIT_STD = 20.0, 0.15
+VELOCITY_EPISODE_S = 20.0
+VELOCITY_INIT_STD = {"absolute": 0.15, "residual": 0.1}  # normalised action units: 0.1 -> 0.03 rad of residual
 
 
 def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> None:
@@ -47,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     noise_flag = "--obs-noise" if bc_alias else "--fit-noise"
     parser.add_argument(noise_flag, dest="fit_noise", type=float, default=0.2,
                         help="std of training noise on normalised observations (default 0.2; 0 = none)")
-    parser.add_argument("--action-mode", choices=ACTION_MODES, default="reference",
+    parser.add_argument("--action-mode", choices=ACTION_MODES[:2], default="reference",
                         help="the network predicts the PD target's offset from the reference angles one period "
                              "ahead (default) or the absolute target")
     parser.add_argument("--seed", type=int, default=0)
@@ -92,7 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                           f"{VELOCITY_EPISODE_S:g})")
     ppo.add_argument("--init-std", type=float, default=None,
                      help=f"exploration std in normalised action units (default {PPOConfig.init_std:g}; --task "
-                          f"velocity {VELOCITY_INIT_STD:g})")
+                          f"velocity {VELOCITY_INIT_STD['residual']:g} with --action residual, "
+                          f"{VELOCITY_INIT_STD['absolute']:g} with --action absolute)")
     ppo.add_argument("--ppo-lr", type=float, default=PPOConfig.learning_rate,
                      help=f"the actor's starting learning rate, adapted each iteration to --ppo-kl "
                           f"(default {PPOConfig.learning_rate:g})")
@@ -107,6 +116,15 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                      help="imitation of the library: amp (an AMP discriminator on state transitions; default), match "
                           "(motion matching: the pose and feet of the library frame nearest in command and gait "
                           "phase), none")
+    vel.add_argument("--action", choices=VELOCITY_ACTIONS, default=VelocityConfig.action,
+                     help="residual: a bounded residual (--residual-bound) on the library's own PD targets at the "
+                          "command and gait phase (a trajectory generator the policy modulates); absolute: the PD "
+                          f"target itself (default {VelocityConfig.action})")
+    vel.add_argument("--residual-bound", type=float, default=RESIDUAL_BOUND_RAD,
+                     help=f"--action residual: the residual's bound, rad per joint (default {RESIDUAL_BOUND_RAD:g})")
+    vel.add_argument("--residual-start", choices=RESIDUAL_STARTS, default=VelocityConfig.residual_start,
+                     help="--action residual: PPO starts from the bare library feedforward (zero residual) or from "
+                          f"BC of the library's residuals (default {VelocityConfig.residual_start})")
     vel.add_argument("--resample-seconds", default="2,6", metavar="LO,HI",
                      help="seconds between command changes in training, drawn per change (default 2,6)")
     vel.add_argument("--zero-share", type=float, default=VelocityConfig.zero_share,
@@ -150,10 +168,12 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
     lo, hi = parse_pair(args.resample_seconds, "--resample-seconds")
     ppo = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
                     episode_s=args.ppo_episode_seconds or VELOCITY_EPISODE_S,
-                    init_std=args.init_std or VELOCITY_INIT_STD, learning_rate=args.ppo_lr, desired_kl=args.ppo_kl,
-                    critic_warmup=args.critic_warmup, randomisation=randomisation(args), seed=args.seed)
+                    init_std=args.init_std or VELOCITY_INIT_STD[args.action], learning_rate=args.ppo_lr,
+                    desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
+                    seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
-                         library_share=args.library_share, imitation=args.imitation,
+                         library_share=args.library_share, imitation=args.imitation, action=args.action,
+                         residual_bound=args.residual_bound, residual_start=args.residual_start,
                          weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)
     return train_velocity(args.dataset, robot, cfg, checkpoint=checkpoint)

@@ -21,7 +21,11 @@ A velocity-command policy (``task`` "velocity") has no clips and no reference of
 "yaw_rate"], "units": ["m/s", "m/s", "rad/s"], "frame": "heading", "box": {...}, "clock": {...}}`` (the box it was
 trained on: :class:`akd_core.learn.command.CommandBox`, clip commands into it; the gait clock the caller keeps:
 :class:`akd_core.learn.command.GaitClock`, its ``indices`` in ``obs`` and its ``rule``). Its ``start_states`` are the
-library demos' first states (a stand in an ``akd library`` clip) with their gait ``phase``.
+library demos' first states (a stand in an ``akd library`` clip) with their gait ``phase``. With ``action_mode``
+"residual" the graph also holds the library feedforward (initializers ``ff_*``: a table of library frames' keys and
+PD targets, :class:`akd_core.learn.velocity_feedforward.LibraryFeedforward`): ``pd_target`` is that feedforward at
+``obs``'s command and clock plus the bounded residual; ``feedforward`` in the metadata states the rule. The caller
+runs the graph as for any policy: nothing of the library is needed at run time.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from akd_core.io.fileio import atomic_path
 from akd_core.learn.observation import REFERENCE_OFFSETS, observation_slices
 from akd_core.learn.policy import PolicyMeta, TrackingPolicy
 from akd_core.learn.reference import ReferenceClip
+from akd_core.learn.velocity_feedforward import FF_COMMAND_SCALE, FF_MOVING_RAMP, FF_PHASE_SCALE
 
 ONNX_FORMAT = "akd-policy-onnx"
 ONNX_VERSION = 1
@@ -78,7 +83,10 @@ def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
         "observation_layout": [[n, s] for n, s in meta.obs_layout],
         "reference_offsets": list(REFERENCE_OFFSETS) if meta.task == "reference" else [],
         "action": "absolute PD targets (rad) per joint in joint_names order, for the PD law tau = kp (target - q) - "
-                  "kd qdot; sent every 1/control_hz s, linear between control frames",
+                  "kd qdot; sent every 1/control_hz s, linear between control frames" + (
+                      "; inside the graph: the library feedforward at obs's command and clock (a kernel-weighted "
+                      "table of library frames, initializers ff_*) + feedforward_bound * tanh(network)"
+                      if action_mode == "residual" else ""),
         "action_mode": action_mode, "kp": np.asarray(meta.kp, np.float64), "kd": np.asarray(meta.kd, np.float64),
         "default_pose": np.asarray(meta.starts[0]["actions"][0], np.float64) if meta.starts else [],
         "limits": meta.limits, "physics": meta.physics, "clips": [c.to_dict() for c in meta.clips],
@@ -86,13 +94,55 @@ def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
     }
     if meta.task == "velocity":
         fields["command"] = meta.command
+    if action_mode == "residual":
+        fields["feedforward"] = {
+            "initializers": {"keys": "ff_keys_t", "half_key_sq": "ff_half_key_sq", "targets": "ff_targets",
+                             "bound": "ff_bound"},
+            "command_scale": list(FF_COMMAND_SCALE), "phase_scale": FF_PHASE_SCALE, "moving_ramp": FF_MOVING_RAMP,
+            "rule": "key = [command / command_scale, clip(max|command| / moving_ramp, 0, 1) * clock / phase_scale]; "
+                    "w = softmax(key . keys - half_key_sq); feedforward = w @ targets; "
+                    "pd_target = feedforward + bound * tanh(network output)"}
     return {k: v if isinstance(v, str) else json.dumps(_plain(v)) for k, v in fields.items()}
+
+
+def _feedforward_nodes(policy: TrackingPolicy, numpy_helper, helper) -> tuple[list, list]:
+    """Initializers and nodes computing ``feedforward`` [N, J] from ``obs``: the library table's kernel-weighted
+    PD targets at the observation's command and clock (:class:`~akd_core.learn.velocity_feedforward.
+    LibraryFeedforward`, the same arithmetic)."""
+    ff = policy.feedforward
+    arr = lambda value, name, dtype=np.float32: numpy_helper.from_array(np.asarray(value, dtype), name)  # noqa: E731
+    inits = [arr([ff.command_slice.start], "ff_cmd_start", np.int64), arr([ff.command_slice.stop], "ff_cmd_stop",
+                                                                             np.int64),
+             arr([ff.clock_slice.start], "ff_clock_start", np.int64), arr([ff.clock_slice.stop], "ff_clock_stop",
+                                                                           np.int64),
+             arr([1], "ff_axis", np.int64), arr(ff.command_scale.numpy(), "ff_command_scale"),
+             arr(FF_MOVING_RAMP, "ff_ramp"), arr(0.0, "ff_zero"), arr(1.0, "ff_one"),
+             arr(1.0 / FF_PHASE_SCALE, "ff_phase_gain"), arr(ff.keys.numpy().T, "ff_keys_t"),
+             arr(ff.half_key_sq.numpy(), "ff_half_key_sq"), arr(ff.targets.numpy(), "ff_targets"),
+             arr(ff.bound.numpy(), "ff_bound")]
+    node = helper.make_node
+    nodes = [node("Slice", ["obs", "ff_cmd_start", "ff_cmd_stop", "ff_axis"], ["ff_command"]),
+             node("Slice", ["obs", "ff_clock_start", "ff_clock_stop", "ff_axis"], ["ff_clock"]),
+             node("Div", ["ff_command", "ff_command_scale"], ["ff_cmd_key"]),
+             node("Abs", ["ff_command"], ["ff_abs"]),
+             node("ReduceMax", ["ff_abs"], ["ff_max"], axes=[1], keepdims=1),
+             node("Div", ["ff_max", "ff_ramp"], ["ff_ramped"]),
+             node("Clip", ["ff_ramped", "ff_zero", "ff_one"], ["ff_gate"]),
+             node("Mul", ["ff_clock", "ff_gate"], ["ff_gated"]),
+             node("Mul", ["ff_gated", "ff_phase_gain"], ["ff_phase_key"]),
+             node("Concat", ["ff_cmd_key", "ff_phase_key"], ["ff_query"], axis=1),
+             node("MatMul", ["ff_query", "ff_keys_t"], ["ff_dot"]),
+             node("Sub", ["ff_dot", "ff_half_key_sq"], ["ff_logits"]),
+             node("Softmax", ["ff_logits"], ["ff_weights"], axis=1),
+             node("MatMul", ["ff_weights", "ff_targets"], ["feedforward"])]
+    return inits, nodes
 
 
 def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
     """The ONNX ModelProto of ``policy`` (module docstring)."""
     onnx, TensorProto, helper, numpy_helper = _onnx()
-    state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in policy.state_dict().items()}
+    state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in policy.state_dict().items()
+             if not k.startswith("feedforward.")}
     obs_dim, joints = state["obs_mean"].size, state["act_mean"].size
     inits = [numpy_helper.from_array(state[k], k) for k in ("obs_mean", "obs_std", "act_mean", "act_std")]
     nodes = [helper.make_node("Sub", ["obs", "obs_mean"], ["centred"]),
@@ -117,6 +167,12 @@ def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
                   numpy_helper.from_array(np.array([1], np.int64), "ref_axis")]
         nodes += [helper.make_node("Slice", ["obs", "ref_start", "ref_stop", "ref_axis"], ["ref_joint_pos_1"]),
                   helper.make_node("Add", ["ref_joint_pos_1", "action"], ["pd_target"])]
+    elif policy.action_mode == "residual":
+        inits_ff, nodes_ff = _feedforward_nodes(policy, numpy_helper, helper)
+        inits += inits_ff
+        nodes += nodes_ff + [helper.make_node("Tanh", ["action"], ["squashed"]),
+                             helper.make_node("Mul", ["squashed", "ff_bound"], ["residual"]),
+                             helper.make_node("Add", ["feedforward", "residual"], ["pd_target"])]
     else:
         nodes.append(helper.make_node("Identity", ["action"], ["pd_target"]))
     graph = helper.make_graph(nodes, "akd_policy", [helper.make_tensor_value_info("obs", TensorProto.FLOAT,

@@ -9,9 +9,11 @@ reproduces the data transition for transition.
 Actions (``action_mode``): ``"reference"`` (default): the network predicts the PD target's offset from the reference
 joint angles one control period ahead (``ref_joint_pos_1`` of the observation), so one network serves clips of
 different speeds and the offset it learns is the feedforward the tracker added (damping lead, gravity, the MPC's
-corrections); ``"absolute"``: the PD target itself. Either way the module's output is the absolute PD target (N, J),
-and the normalisation (per-column mean/std of observations and actions, stds floored) lives in its buffers, so the
-ONNX export is one self-contained graph.
+corrections); ``"absolute"``: the PD target itself; ``"residual"`` (velocity-command policies): a bounded residual
+``bound * tanh(action)`` on the library feedforward for the observation's command and gait clock
+(:class:`~akd_core.learn.velocity_feedforward.LibraryFeedforward`, whose table is a buffer of the module). Either way
+the module's output is the absolute PD target (N, J), and the normalisation (per-column mean/std of observations and
+actions, stds floored) lives in its buffers, so the ONNX export is one self-contained graph.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
 from akd_core.learn.observation import TASKS, observation_slices, task_layout
 from akd_core.learn.reference import ReferenceClip
+from akd_core.learn.velocity_feedforward import LibraryFeedforward
 from akd_core.model.robot import Robot
 
 log = logging.getLogger(__name__)
 
 POLICY_FORMAT = "akd-policy"
 POLICY_VERSION = 2
-ACTION_MODES = ("reference", "absolute")
+ACTION_MODES = ("reference", "absolute", "residual")
 DEFAULT_HIDDEN = (256, 256)
 DEFAULT_STD_FLOOR = 0.05  # lower bound of normalisation stds (rad, rad/s, m/s)
 
@@ -46,13 +49,17 @@ class TrackingPolicy(nn.Module):
     """MLP (ELU) from raw observations (N, D) to absolute PD targets (N, J); normalisation lives in buffers."""
 
     def __init__(self, obs_dim: int, num_joints: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN,
-                 action_mode: str = "reference", task: str = "reference"):
+                 action_mode: str = "reference", task: str = "reference",
+                 feedforward: LibraryFeedforward | None = None):
         super().__init__()
         if action_mode not in ACTION_MODES:
             raise ConfigError(f"action mode must be one of {ACTION_MODES}, got {action_mode!r}")
         if action_mode == "reference" and task != "reference":
             raise ConfigError(f"a {task} policy has no reference to offset its targets from; use action mode "
                               "'absolute'")
+        if (action_mode == "residual") != (feedforward is not None):
+            raise ConfigError("action mode 'residual' (and only it) needs a library feedforward (a velocity policy)")
+        self.feedforward = feedforward
         self.action_mode = action_mode
         layers: list[nn.Module] = []
         width = obs_dim
@@ -71,6 +78,11 @@ class TrackingPolicy(nn.Module):
 
     def actions(self, obs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """What the network regresses (N, J), from observations (N, D) and PD targets (N, J)."""
+        if self.action_mode == "residual":  # the pre-tanh residual on the library feedforward
+            with torch.no_grad():
+                ff = self.feedforward(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+                bound = self.feedforward.bound.numpy()
+            return np.arctanh(np.clip((targets - ff) / bound, -0.95, 0.95))
         return targets - obs[:, self.ref_slice] if self.action_mode == "reference" else targets
 
     def set_normalisation(self, obs: np.ndarray, actions: np.ndarray, floor: float = DEFAULT_STD_FLOOR) -> None:
@@ -85,10 +97,18 @@ class TrackingPolicy(nn.Module):
         """Normalised action prediction (N, J) from raw observations (N, D)."""
         return self.net((obs - self.obs_mean) / self.obs_std)
 
+    def decode(self, obs: torch.Tensor, normalised: torch.Tensor) -> torch.Tensor:
+        """Absolute PD targets (N, J) from raw observations (N, D) and a normalised action (N, J)."""
+        action = self.act_mean + self.act_std * normalised
+        if self.action_mode == "reference":
+            return obs[:, self.ref_slice] + action
+        if self.action_mode == "residual":
+            return self.feedforward(obs) + self.feedforward.bound * torch.tanh(action)
+        return action
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Absolute PD targets (N, J) from raw observations (N, D)."""
-        action = self.act_mean + self.act_std * self.normalised(obs)
-        return obs[:, self.ref_slice] + action if self.action_mode == "reference" else action
+        return self.decode(obs, self.normalised(obs))
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """numpy in (N, D), float64 PD targets out (N, J)."""
@@ -156,8 +176,11 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
     if task not in TASKS or layout != task_layout(task, len(joint_names)):
         raise ConfigError(f"{path}: the policy's observation layout is not this AKD's; retrain with "
                           "`akd train-policy`")
+    feedforward = None
+    if payload["action_mode"] == "residual":  # the library table's size from its buffers
+        feedforward = LibraryFeedforward(len(joint_names), int(payload["state_dict"]["feedforward.keys"].shape[0]))
     policy = TrackingPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]),
-                            str(payload["action_mode"]), task=task)
+                            str(payload["action_mode"]), task=task, feedforward=feedforward)
     policy.load_state_dict(payload["state_dict"])
     policy.eval()
     meta = PolicyMeta(robot=payload["robot"], joint_names=joint_names, dt=float(payload["dt"]),

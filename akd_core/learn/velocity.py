@@ -6,11 +6,15 @@
 - **Observation** (:func:`akd_core.learn.observation.velocity_observation_layout`): joint encoders, last PD target,
   IMU gravity and gyro, the command and a gait clock (:class:`~akd_core.learn.command.GaitClock`: a phase running at
   the library's stride frequency for the command, stopped while it asks to stand; without it a policy standing
-  still never sets off, since the library's stands look the same at every command); **action**: absolute PD
-  targets (normalised by the library's targets).
+  still never sets off, since the library's stands look the same at every command); **action** (``action``):
+  absolute PD targets (normalised by the library's targets), or ``residual``: a bounded residual on the library
+  feedforward at the command and gait phase (:mod:`akd_core.learn.velocity_feedforward`, PMTG-style; the table of
+  library frames is part of the policy and of its ONNX graph).
 - **Behaviour cloning** first: each library frame's state with the command it followed -> the next PD target, the
   pairs :mod:`akd_core.learn.bc` fits for a reference-conditioned policy. It starts PPO from the library's gaits,
   which PPO alone would not find within what two CPU cores can run.
+  A residual policy starts from the bare feedforward instead (``residual_start = "zero"``: the network's last layer
+  zeroed), or from BC of the pre-tanh residual (``"bc"``).
 - **PPO** then (:func:`akd_core.learn.ppo.run_ppo`, rsl-rl-lib) in :class:`~akd_core.learn.velocity_env.
   VelocityVecEnv`: commands drawn in the box and changed mid-episode, the evaluation's randomisation, a reward of
   command tracking + imitation of the library (an AMP discriminator by default, :mod:`akd_core.learn.amp`, or
@@ -58,6 +62,7 @@ from akd_core.learn.policy import (
 )
 from akd_core.learn.ppo import PPOConfig, _models, _Observer, build_ppo, decode, run_ppo
 from akd_core.learn.velocity_env import IMITATIONS, REWARD_WEIGHTS, VelocityEnvConfig, VelocityVecEnv, privileged_size
+from akd_core.learn.velocity_feedforward import RESIDUAL_BOUND_RAD, LibraryFeedforward
 from akd_core.model.load import load_robot, load_run_robot
 from akd_core.model.robot import Robot
 from akd_core.model.skeletons import SKELETONS
@@ -65,6 +70,8 @@ from akd_core.model.skeletons import SKELETONS
 log = logging.getLogger(__name__)
 
 LIBRARY_DATASET = Path("dataset") / "dataset.hdf5"
+VELOCITY_ACTIONS = ("residual", "absolute")
+RESIDUAL_STARTS = ("zero", "bc")
 
 
 @dataclass
@@ -79,10 +86,19 @@ class VelocityConfig:
     library_share: float = 0.4
     start_draw_share: float = 0.5
     imitation: str = "amp"  # it beat motion matching on falls and vx RMSE (docs/policy.md)
+    action: str = "absolute"  # or "residual": a bounded residual on the library feedforward (velocity_feedforward.py)
+    residual_bound: float = RESIDUAL_BOUND_RAD
+    residual_start: str = "zero"  # residual: PPO from the bare feedforward ("zero") or from BC of the residual
     weights: dict[str, float] = field(default_factory=lambda: dict(REWARD_WEIGHTS))
     seed: int = 0
 
     def check(self) -> None:
+        if self.action not in VELOCITY_ACTIONS:
+            raise ConfigError(f"--action must be one of {VELOCITY_ACTIONS}, got {self.action!r}")
+        if self.residual_start not in RESIDUAL_STARTS:
+            raise ConfigError(f"--residual-start must be one of {RESIDUAL_STARTS}, got {self.residual_start!r}")
+        if not 0 < self.residual_bound <= 3.0:
+            raise ConfigError(f"--residual-bound must be in (0, 3] rad, got {self.residual_bound}")
         if self.imitation not in IMITATIONS:
             raise ConfigError(f"--imitation must be one of {IMITATIONS}, got {self.imitation!r}")
         lo, hi = self.resample_s
@@ -108,6 +124,8 @@ class VelocityConfig:
                "library_share": self.library_share, "start_draw_share": self.start_draw_share,
                "imitation": self.imitation, "weights": dict(self.weights),
                "seed": self.seed}
+        if self.action == "residual":  # (absent for absolute: checkpoints of before the residual action resume)
+            out.update(action=self.action, residual_bound=self.residual_bound, residual_start=self.residual_start)
         out["ppo"].pop("bc", None)  # the velocity task's BC is ``hidden`` + ``fit``
         return out
 
@@ -169,8 +187,28 @@ def velocity_samples(dataset: PolicyDataset, frames: LibraryFrames) -> tuple[np.
     return np.concatenate(obs), np.concatenate(targets)
 
 
+def library_feedforward(dataset: PolicyDataset, frames: LibraryFrames,
+                        bound: float = RESIDUAL_BOUND_RAD) -> LibraryFeedforward:
+    """The library feedforward (:mod:`akd_core.learn.velocity_feedforward`): each frame's command and gait phase ->
+    the PD target that followed it (the last frame of a demo: its own)."""
+    targets = []
+    for d in dataset.demos:
+        nxt = np.minimum(np.arange(d.num_frames) + 1, d.num_frames - 1)
+        targets.append(d.actions[nxt])
+    return LibraryFeedforward.from_table(frames.command, frames.phase, np.concatenate(targets).astype(np.float32),
+                                         bound)
+
+
+def velocity_targets(policy: TrackingPolicy, raw_obs: np.ndarray, action: torch.Tensor) -> np.ndarray:
+    """PPO's normalised actions (N, J) at raw observations (N, D) -> PD targets (N, J), as the policy decodes them."""
+    if policy.action_mode != "residual":
+        return decode(policy, raw_obs, action)
+    with torch.no_grad():
+        return policy.decode(torch.as_tensor(raw_obs, dtype=torch.float32), action).numpy().astype(np.float64)
+
+
 def velocity_meta(dataset: PolicyDataset, robot: Robot, box: CommandBox, frames: LibraryFrames, hidden, method: str,
-                  train: dict[str, Any]) -> PolicyMeta:
+                  train: dict[str, Any], action_mode: str = "absolute") -> PolicyMeta:
     """The policy file's metadata: the library demos' states and gait phases (where evaluation episodes start), the
     command box and slot, the gait clock, the library's gait per command."""
     layout = velocity_observation_layout(robot.num_dofs)
@@ -179,7 +217,7 @@ def velocity_meta(dataset: PolicyDataset, robot: Robot, box: CommandBox, frames:
     starts = [{**demo_starts(d), "phase": frames.phase[frames.demo == i].astype(np.float32)}
               for i, d in enumerate(dataset.demos)]
     return PolicyMeta(robot=dataset.robot or robot.name, joint_names=list(robot.joint_names), dt=dataset.dt,
-                      kp=dataset.kp, kd=dataset.kd, obs_layout=layout, hidden=tuple(hidden), action_mode="absolute",
+                      kp=dataset.kp, kd=dataset.kd, obs_layout=layout, hidden=tuple(hidden), action_mode=action_mode,
                       clips=[], starts=starts,
                       physics=dataset_physics(dataset, robot).to_dict(), limits=robot_limits(robot), method=method,
                       train=train, task="velocity",
@@ -194,9 +232,27 @@ def train_velocity_bc(dataset: PolicyDataset, frames: LibraryFrames, robot: Robo
     """Behaviour cloning of a velocity-command policy on the library (module docstring)."""
     generator = torch.Generator().manual_seed(cfg.seed)
     obs, targets = velocity_samples(dataset, frames)
-    policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, "absolute", task="velocity")
-    result = fit(policy, obs, targets, cfg.fit, generator, progress=progress, desc="train velocity bc")
-    return policy, {"method": "bc", "epochs": cfg.fit.epochs, **result}
+    if cfg.action == "absolute":
+        policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, "absolute", task="velocity")
+        result = fit(policy, obs, targets, cfg.fit, generator, progress=progress, desc="train velocity bc")
+        return policy, {"method": "bc", "epochs": cfg.fit.epochs, **result}
+    # residual: observations normalised as the library's; the network's output is the pre-tanh residual itself
+    policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, "residual", task="velocity",
+                            feedforward=library_feedforward(dataset, frames, cfg.residual_bound))
+    policy.set_normalisation(obs, policy.actions(obs, targets))
+    policy.act_mean.zero_()
+    policy.act_std.fill_(1.0)
+    if cfg.residual_start == "bc":
+        result = fit(policy, obs, targets, cfg.fit, generator, progress=progress, desc="train velocity bc",
+                     normalise=False)
+        return policy, {"method": "bc", "epochs": cfg.fit.epochs, **result}
+    last = [m for m in policy.net if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():  # zero residual: the bare library feedforward
+        last.weight.zero_()
+        last.bias.zero_()
+    pred = policy.act(obs)
+    return policy, {"method": "feedforward", "epochs": 0, "seconds": 0.0, "num_samples": int(len(obs)),
+                    "target_rmse_rad": float(np.sqrt(np.mean((pred - targets) ** 2)))}
 
 
 def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None = None,
@@ -228,16 +284,17 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
         key = {"task": "velocity", "config": {k: v for k, v in cfg.to_dict().items() if k != "ppo"},
                "ppo": {k: v for k, v in ppo.to_dict().items() if k not in ("iterations", "bc")},
                "dataset": str(dataset.path), "box": box.to_dict()}
-        history, seconds_before = run_ppo(env, observe, (raw, obs), lambda r, a: decode(policy, r, a), actor, critic,
-                                          alg, ppo, cfg.weights, checkpoint, key, tic, progress, desc="ppo velocity",
-                                          shaper=shaper)
+        history, seconds_before = run_ppo(env, observe, (raw, obs), lambda r, a: velocity_targets(policy, r, a),
+                                          actor, critic, alg, ppo, cfg.weights, checkpoint, key, tic, progress,
+                                          desc="ppo velocity", shaper=shaper)
         policy.net.load_state_dict(actor.mlp.state_dict())
         policy.eval()
-    method = "velocity-ppo" if ppo.iterations > 0 else "velocity-bc"
+    method = "velocity-ppo" if ppo.iterations > 0 else f"velocity-{bc_metrics['method']}"
     metrics = {"method": method, "task": "velocity", "train_seconds": seconds_before + time.perf_counter() - tic,
                "iterations": ppo.iterations, "env_steps": ppo.iterations * ppo.num_envs * ppo.steps_per_env,
                "bc": bc_metrics, "history": history, "config": cfg.to_dict(), "seed": cfg.seed,
                "num_demos": len(dataset.demos), "num_samples": int(sum(d.num_frames for d in dataset.demos)),
                "dataset": str(dataset.path), "box": box.to_dict(), "box_source": box_source,
-               "imitation": cfg.imitation, "privileged_critic_terms": privileged_size(len(frames.foot_names))}
-    return policy, velocity_meta(dataset, robot, box, frames, cfg.hidden, method, metrics), metrics
+               "imitation": cfg.imitation, "action": cfg.action,
+               "privileged_critic_terms": privileged_size(len(frames.foot_names))}
+    return policy, velocity_meta(dataset, robot, box, frames, cfg.hidden, method, metrics, policy.action_mode), metrics

@@ -1,0 +1,86 @@
+"""The library feedforward of a residual velocity-command policy (``akd train-policy LIBRARY --task velocity
+--action residual``): a policy modulating a trajectory generator (PMTG, Iscen et al. 2018), the trajectory generator
+being the motion library itself, as a motion-matching controller plays it.
+
+At every control period the feedforward is the kernel-weighted mean (Nadaraya-Watson) of the library frames' next PD
+targets (the tracked clips' executed targets, ``actions[k + 1]`` of frame k), weighted by how near each frame's
+(command, gait phase) is to the robot's (its command, its gait clock):
+
+    key(c, phase) = [vx / 0.1, vy / 0.1, yaw_rate / 0.2, g(c) sin(phase) / 0.25, g(c) cos(phase) / 0.25]
+    w_m = softmax_m(key(c, phase) . key_m - |key_m|^2 / 2)          (= softmax of -|key - key_m|^2 / 2)
+    feedforward = sum_m w_m target_m
+
+with ``g(c) = clip(max |c_i| / 0.1, 0, 1)``: a command asking to stand (the gait clock stops, the library's stands
+have a held phase) matches the library's stands whatever the phase, and the phase's weight grows smoothly as the
+command moves off zero. The weights change smoothly with the command, so the feedforward blends neighbouring gaits
+when the command lies between the library's and changes without a jump when the command does (but for the clock's
+own step). The gait clock advances at the library's stride frequency for the command
+(:class:`~akd_core.learn.command.GaitClock`), so at zero residual the robot steps roughly as the library does at
+that command; the policy only adds a bounded residual ``bound * tanh(u)`` (rad) for balance and velocity correction.
+
+Everything is a function of the observation's ``command`` and ``clock`` slots and of the table's buffers (M frames:
+keys (M, 5), targets (M, J)), so it lives inside the policy's graph: the ONNX export carries the table as
+initializers and computes the same thing (:func:`akd_core.learn.onnx_export.build_onnx`); whoever runs the policy
+needs nothing of the library.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from akd_core.learn.observation import observation_slices, velocity_observation_layout
+
+FF_COMMAND_SCALE = (0.1, 0.1, 0.2)  # m/s, m/s, rad/s: a command this far off weighs as a phase FF_PHASE_SCALE off
+FF_PHASE_SCALE = 0.25  # rad
+FF_MOVING_RAMP = 0.1  # m/s or rad/s: the phase counts fully from this |command| on
+RESIDUAL_BOUND_RAD = 0.3  # the residual's bound, rad per joint
+
+
+def feedforward_keys(command: np.ndarray, phase: np.ndarray) -> np.ndarray:
+    """(N, 5) the kernel's keys of commands (N, 3) and gait phases (N,) (module docstring)."""
+    c = np.asarray(command, np.float64)
+    gate = np.clip(np.abs(c).max(-1) / FF_MOVING_RAMP, 0.0, 1.0)[:, None]
+    phase = np.asarray(phase, np.float64)
+    clock = np.stack([np.sin(phase), np.cos(phase)], -1)
+    return np.concatenate([c / np.asarray(FF_COMMAND_SCALE), gate * clock / FF_PHASE_SCALE], 1).astype(np.float32)
+
+
+class LibraryFeedforward(nn.Module):
+    """PD-target feedforward (N, J) from raw velocity observations (N, 3J + 11) (module docstring)."""
+
+    def __init__(self, num_joints: int, frames: int):
+        super().__init__()
+        slices = observation_slices(velocity_observation_layout(num_joints))
+        self.command_slice, self.clock_slice = slices["command"], slices["clock"]
+        self.register_buffer("keys", torch.zeros(frames, 5))
+        self.register_buffer("half_key_sq", torch.zeros(frames))
+        self.register_buffer("targets", torch.zeros(frames, num_joints))
+        self.register_buffer("command_scale", torch.as_tensor(FF_COMMAND_SCALE, dtype=torch.float32))
+        self.register_buffer("bound", torch.full((num_joints,), RESIDUAL_BOUND_RAD))
+
+    @classmethod
+    def from_table(cls, command: np.ndarray, phase: np.ndarray, targets: np.ndarray,
+                   bound: float = RESIDUAL_BOUND_RAD) -> LibraryFeedforward:
+        """From the library frames' commands (M, 3), gait phases (M,) and next PD targets (M, J)."""
+        ff = cls(targets.shape[1], len(targets))
+        keys = torch.as_tensor(feedforward_keys(command, phase))
+        ff.keys.copy_(keys)
+        ff.half_key_sq.copy_(0.5 * (keys ** 2).sum(1))
+        ff.targets.copy_(torch.as_tensor(np.asarray(targets, np.float32)))
+        ff.bound.fill_(float(bound))
+        return ff
+
+    def query(self, obs: torch.Tensor) -> torch.Tensor:
+        """(N, 5) the keys of the observations' command and clock."""
+        command = obs[:, self.command_slice]
+        gate = torch.clamp(command.abs().amax(1, keepdim=True) / FF_MOVING_RAMP, 0.0, 1.0)
+        return torch.cat([command / self.command_scale, gate * obs[:, self.clock_slice] / FF_PHASE_SCALE], 1)
+
+    def weights(self, obs: torch.Tensor) -> torch.Tensor:
+        """(N, M) each library frame's weight."""
+        return torch.softmax(self.query(obs) @ self.keys.T - self.half_key_sq, dim=1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.weights(obs) @ self.targets
