@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "0.08 bipeds; 0 never)")
     parser.add_argument("--warm-decay", type=float, default=None,
                         help="time constant (s) with which each re-plan's warm start fades toward the feedforward "
-                             "targets (default 1; 0 keeps it as planned: long clips then drift, docs/tracking.md)")
+                             "targets (default 2; 0 keeps it as planned: long clips then drift, docs/tracking.md)")
     parser.add_argument("--antithetic", action="store_true",
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     add_fast_argument(parser)
