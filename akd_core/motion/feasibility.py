@@ -98,11 +98,15 @@ def feasibility(robot: Robot, motion: Motion, mu: float = 1.0) -> tuple[dict[str
     supported = stance & (fz > 0)
     cop = np.full((frames, 2), np.nan)
     safe_fz = np.where(supported, fz, 1.0)
-    cop[:, 0] = com[:, 0] - (com[:, 2] * force[:, 0] + moment[:, 1]) / safe_fz
-    cop[:, 1] = com[:, 1] - (com[:, 2] * force[:, 1] - moment[:, 0]) / safe_fz
+    polygons, plane = support_polygons(robot, motion, link_pos, link_rot, heights=True)
+    # the CoP on the plane the stance soles stand on (a terrain's treads); on the ground plane within SOLE_BAND_M of
+    # z = 0 (flat ground: the plane z = 0 exactly)
+    plane = np.where(np.abs(plane) > SOLE_BAND_M, plane, 0.0)
+    above = com[:, 2] - plane
+    cop[:, 0] = com[:, 0] - (above * force[:, 0] + moment[:, 1]) / safe_fz
+    cop[:, 1] = com[:, 1] - (above * force[:, 1] - moment[:, 0]) / safe_fz
     cop[~supported] = np.nan
     margin = np.full(frames, np.nan)
-    polygons = support_polygons(robot, motion, link_pos, link_rot)
     for t in np.flatnonzero(supported):
         margin[t] = signed_distance(cop[t], polygons[t])
     norm = np.linalg.norm(force, axis=1)
@@ -270,8 +274,10 @@ def effort_ratios(robot: Robot, torques: np.ndarray, skip: int = 2, percentile: 
     return np.where(finite, peak / np.where(finite, limit, 1.0), 0.0)
 
 
-def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_rot: np.ndarray) -> list[np.ndarray]:
-    """Per frame, the support polygon's vertices (V,2), counter-clockwise (V = 0 when no foot is in stance)."""
+def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_rot: np.ndarray,
+                     heights: bool = False) -> list[np.ndarray] | tuple[list[np.ndarray], np.ndarray]:
+    """Per frame, the support polygon's vertices (V,2), counter-clockwise (V = 0 when no foot is in stance); with
+    ``heights`` also the mean height (F,) of the stance soles' lowest points (0 without a foot in stance)."""
 
     frames = motion.num_frames
     geo_idx, geo_pts, geo_rad = geometry_points(robot)
@@ -295,13 +301,16 @@ def support_polygons(robot: Robot, motion: Motion, link_pos: np.ndarray, link_ro
         world[..., 2] -= radius
         per_foot.append(world)
     polygons = []
+    level = np.zeros(frames)
     for t in range(frames):
-        pts = []
+        pts, lows = [], []
         for k in np.flatnonzero(motion.foot_contacts[t]):
             world = per_foot[k][t]
             pts.append(world[world[:, 2] <= world[:, 2].min() + SOLE_BAND_M, :2])
+            lows.append(world[:, 2].min())
         polygons.append(convex_hull_2d(np.concatenate(pts)) if pts else np.zeros((0, 2)))
-    return polygons
+        level[t] = float(np.mean(lows)) if lows else 0.0
+    return (polygons, level) if heights else polygons
 
 
 def convex_hull_2d(points: np.ndarray, tol: float = 1e-9) -> np.ndarray:

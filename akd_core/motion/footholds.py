@@ -14,7 +14,9 @@ such a plan and returns it on the terrain:
    does.
 3. **The body follows the ground.** The root rises by the mean surface height under the legs' nominal positions,
    smoothed over ``BODY_SMOOTH_S``, and a robot with front and hind legs pitches with the ground between them (a
-   biped's torso stays upright).
+   biped's torso stays upright). Where its legs do not reach the footholds so, the gait library refits the body
+   (:data:`akd_core.motion.gait.BODY_FITS`): a share of the pitch (``pitch_share``), a higher or lower body
+   (``lower``), the hips over the feet along the pitched body's own vertical (``lean``).
 
 Stride and cadence are the gait's: a foothold that would land on a nosing moves instead (stairs whose run is
 shorter than the foot's margins on both sides leave it as near the middle of a tread as they allow).
@@ -70,11 +72,14 @@ def _off_edges(terrain: Any, xy: np.ndarray, heading: np.ndarray, margin: float,
 
 
 def fit_to_terrain(traj: dict[str, np.ndarray], times: np.ndarray, terrain: Any, legs: Sequence[Leg],
-                   feet_body: np.ndarray, leg_length: float, pitch_body: bool = True) -> dict[str, np.ndarray]:
+                   feet_body: np.ndarray, leg_length: float, pitch_body: bool = True,
+                   pitch_share: float = PITCH_SHARE, lower: float = 0.0, lean: float = 0.0) -> dict[str, np.ndarray]:
     """``traj`` (:func:`akd_core.motion.gait.foot_targets`' layout at ``times``) placed on ``terrain`` (module
     docstring). ``feet_body`` (K,3): the legs' nominal contact points relative to the root; ``pitch_body``: the body
-    pitches with the ground (robots with front and hind legs). Returns a new dict with the same keys plus ``pitch``
-    (F,) rad about the heading frame's y axis (+ noses down). A flat terrain returns the plan unchanged."""
+    pitches with the ground (robots with front and hind legs), by ``pitch_share`` of its slope; ``lower`` m: the body
+    rides this much lower on its legs (both chosen by :func:`akd_core.motion.gait` where the legs do not reach the
+    footholds otherwise). Returns a new dict with the same keys plus ``pitch`` (F,) rad about the heading frame's y
+    axis (+ noses down). A flat terrain returns the plan unchanged."""
     if terrain is None or terrain.is_flat:
         return traj
     out = {k: np.array(v, copy=True) for k, v in traj.items()}
@@ -173,10 +178,15 @@ def fit_to_terrain(traj: dict[str, np.ndarray], times: np.ndarray, terrain: Any,
     below = np.maximum(line - level, 0.0).max(axis=1)
     centre = level.mean(axis=1) - slope * feet_body[:, 0].mean()  # the line at the root (x = 0 of the body)
     rise = _smooth(centre - LOW_FOOT_SHARE * below, dt, BODY_SMOOTH_S)
-    out["root_pos"][:, 2] += rise
+    out["root_pos"][:, 2] += rise - lower
     # the nose rises with the ground (negative about y), by PITCH_SHARE of its slope: the legs stay near vertical, so
     # every degree of body pitch is a degree off the hips' range
-    pitch = -PITCH_SHARE * np.arctan(_smooth(slope, dt, BODY_SMOOTH_S))
+    pitch = -pitch_share * np.arctan(_smooth(slope, dt, BODY_SMOOTH_S))
+    if lean:
+        # the body moves back (nose up) or forward (nose down) along the heading by ``lean`` of the distance that puts
+        # the feet under the hips along the pitched body's own vertical: the legs keep their flat-ground angles
+        height = float(-np.mean(feet_body[:, 2]))
+        out["root_pos"][:, :2] += lean * height * np.sin(pitch)[:, None] * heading
     out["pitch"] = pitch
     out["feet"] = feet
     out["foot_normal"] = normals
@@ -215,4 +225,5 @@ def body_quat(yaw: np.ndarray, pitch: np.ndarray | None) -> np.ndarray:
     return quat_multiply(q, pitch_q)
 
 
-__all__ = ["EDGE_MARGIN", "SWING_CLEARANCE", "fit_to_terrain", "ground_clearance", "body_quat", "tilt_to"]
+__all__ = ["EDGE_MARGIN", "SWING_CLEARANCE", "PITCH_SHARE", "fit_to_terrain", "ground_clearance", "body_quat",
+           "tilt_to"]

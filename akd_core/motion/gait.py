@@ -57,7 +57,7 @@ from akd_core.model.spatial import quat_multiply, quat_yaw, rotvec_quat, yaw_mat
 from akd_core.motion.centroidal import body_correction
 from akd_core.motion.clip import Motion
 from akd_core.motion.feasibility import centroidal_wrench, effort_ratios, feasibility_summary, joint_torques
-from akd_core.motion.footholds import body_quat, fit_to_terrain, tilt_to
+from akd_core.motion.footholds import PITCH_SHARE, SWING_CLEARANCE, body_quat, fit_to_terrain, tilt_to
 from akd_core.motion.humanoid import (
     EFFORT_RATIO,
     HumanoidBody,
@@ -69,6 +69,7 @@ from akd_core.motion.humanoid import (
 )
 from akd_core.motion.ik import LegIK
 from akd_core.motion.metrics import geometry_points
+from akd_core.motion.stairs import NoFoothold, generate_stair_walk, stair_course
 from akd_core.motion.zmp import preview_com, zmp_reference
 
 log = logging.getLogger("akd.gait")
@@ -104,6 +105,8 @@ STEADY_EFFORT_PERCENTILE = 95.0  # the torque statistic the effort check of gait
 CARRIED_DUTY_STEP = 0.1
 CARRIED_MAX_DUTY = 0.6
 HUMAN_WALK = True  # biped walks of robots with human-like legs: akd_core.motion.humanoid (False: the crouched ZMP walk)
+# ... and on a stair course (level treads with steps between them): akd_core.motion.stairs (False: the ZMP walk)
+STAIR_WALK = True
 ZMP_DT = 0.005  # s, preview-control sample time (frames are subdivided to at most this)
 ZMP_PREVIEW = 1.6  # s, preview horizon
 ZMP_PREROLL = 2.0  # s of stepping in place simulated before the clip, so the clip starts on a settled sway
@@ -591,11 +594,27 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         raise ConfigError(f"fps must be a positive number, got {fps}")
     legs = list(find_legs(robot) if legs is None else legs)
     flat = terrain is None or terrain.is_flat
+    stair_notes: list[str] = []
     if HUMAN_WALK and ZMP_BALANCE and pattern_key(spec.pattern, len(legs)) == "biped_walk" and \
-            spec.body_height is None and flat:
+            spec.body_height is None:
         body = humanoid_body(robot, legs)
-        if body is not None:
+        if body is not None and flat:
             return _human_walk(robot, spec, legs, body, duration, fps, prompt, slow_down, max_velocity_ratio)
+        if body is not None and STAIR_WALK and stair_course(terrain, body):
+            forward = spec.speed > 0 and abs(math.sin(spec.direction)) < 1e-6 and math.cos(spec.direction) > 0 \
+                and spec.turn_rate == 0
+            if forward:
+                try:
+                    return _stair_walk(robot, spec, legs, body, terrain, duration, fps, prompt, slow_down,
+                                       max_velocity_ratio)
+                except NoFoothold as exc:  # no foothold fits these legs: the balanced walk below
+                    stair_notes.append(f"stair walk: {exc}; the balanced (ZMP) walk instead")
+            else:
+                stair_notes.append("stair walk: forward walks only (no turn, no sideways or backward steps); the "
+                                   "balanced (ZMP) walk instead")
+            log.warning(stair_notes[-1])
+    if stair_notes:
+        spec = dataclasses.replace(spec, notes=list(spec.notes) + stair_notes)
     if stance is None or spec.body_height is not None:
         stance = stance_pose(robot, legs, spec.body_height)
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
@@ -605,10 +624,14 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     first_limit: SpeedLimit | None = None  # the first limit that made the gait slower than asked
     effort, effort_done = 0.0, False
     best = None  # gaits with flight phases: the velocity-limited attempt with the lowest joint speed ratio
+    fit: dict[str, Any] = {}  # on a terrain: the body's pitch share and lowering that let the legs reach (_build)
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
         base_frequency = base_frequency or resolved.frequency
-        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt, terrain)
+        motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt, terrain, fit)
+        if fit.get("note") and fit["note"].split(" (IK")[0] not in " ".join(notes):
+            notes.append(fit["note"])
+            log.info(notes[-1])
         vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
         ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
         ratio = float(ratios.max()) if ratios.size else 0.0
@@ -679,7 +702,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                                           frequency=raised_from)
             raised_from, cadence_done = None, True
             continue
-        if ratio > max_velocity_ratio:
+        # on a terrain feet that miss their footholds come first (a leg at the end of its reach jumps: its joint
+        # speeds say nothing)
+        refit = not flat and ik_error > REFIT_ERROR  # out of reach on a terrain
+        if ratio > max_velocity_ratio and not refit:
             worst = int(ratios.argmax())
             first_limit = first_limit or SpeedLimit(robot.joint_names[worst], ratio, "velocity")
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s, {resolved.frequency:.2f} Hz needs joint "
@@ -696,16 +722,19 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             first_limit = first_limit or SpeedLimit("", ik_error, "reach")
             fix = "ask for a slower gait or a lower step height"
             quicker = resolved.frequency / 0.85
-            if (spec.frequency is None and not cadence_done and quicker <= MAX_CADENCE_GAIN * base_frequency
-                    and attempt < MAX_ATTEMPTS - 1):
+            if (not refit and spec.frequency is None and not cadence_done
+                    and quicker <= MAX_CADENCE_GAIN * base_frequency and attempt < MAX_ATTEMPTS - 1):
                 notes.append(f"{message}: strides shortened by 0.85 at the same speed ({quicker:.2f} Hz)")
                 log.warning(notes[-1])
                 raised_from = raised_from or resolved.frequency
                 current = dataclasses.replace(current, speed=resolved.speed, frequency=quicker)
                 continue
-            scale = 0.85  # shorter strides, lower steps
-            # a raised cadence is kept (the strides shrink with the speed); else the gait's own cadence for it
+            scale = TERRAIN_REACH_STEP if refit else 0.85  # shorter strides, lower steps
+            # a raised cadence is kept (the strides shrink with the speed); else the gait's own cadence for it; on a
+            # terrain strides and cadence shrink together (short quick steps land near nosings and move off them)
             frequency = resolved.frequency if (raised_from is not None or cadence_done) else spec.frequency
+            if refit:
+                frequency = resolved.frequency * TERRAIN_REACH_CADENCE
             current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
         if ratio > max_velocity_ratio and _carried(resolved, stance) and ik_error <= accept and \
                 (best is None or ratio < best[0]):
@@ -718,6 +747,13 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 notes.append(f"warning: {message}: kept (within the URDF limit, not the tracking margin)")
                 log.warning(notes[-1])
                 break
+            if refit:
+                raise MotionError(
+                    f"{message} on the terrain '{terrain.spec}', with the body pitched by 0-100 % of the ground's "
+                    f"slope, its hips over its feet, raised or lowered by {100 * max(f[1] for f in BODY_FITS):.0f} % "
+                    "of the leg length, and "
+                    f"strides shortened to {resolved.speed / resolved.frequency:.2f} m; choose a gentler terrain "
+                    "(a lower rise, a smaller slope) or a robot whose legs reach farther")
             if ratio > max_velocity_ratio or not slow_down:
                 raise MotionError(f"{message}; {fix}")
             log.warning("%s; keeping it", message)
@@ -767,25 +803,127 @@ def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
                       asked_speed=float(spec.speed), limit=result.limit, effort_ratio=result.effort_ratio)
 
 
+def _stair_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: HumanoidBody, terrain: Any,
+                duration: float, fps: float, prompt: str, slow_down: bool, max_velocity_ratio: float) -> GaitResult:
+    """A biped walk of a robot with human-like legs on a stair course: :mod:`akd_core.motion.stairs` (one tread per
+    step, swings over the nosings, flat feet, the pelvis following the treads)."""
+    _check_spec(spec, body.straight_height)
+    stairs = generate_stair_walk(robot, legs, body, terrain, float(spec.speed), duration, fps, prompt,
+                                 max_velocity_ratio=max_velocity_ratio, ramp_time=float(spec.ramp_time),
+                                 frequency=spec.frequency, slow_down=slow_down)
+    result, walk = stairs.walk, stairs.walk.gait
+    notes = list(spec.notes)
+    for note in walk.notes:
+        log.warning(note) if note.startswith("warning") else log.info(note)
+        notes.append(note)
+    if result.ik_error_m > IK_ACCEPT:
+        message = (f"stair walk at {stairs.speed:.2f} m/s: the feet miss their targets by "
+                   f"{result.ik_error_m * 1e3:.1f} mm within the joint limits")
+        if not slow_down:
+            raise MotionError(f"{message}; ask for a slower walk")
+        log.warning(message)
+        notes.append(f"warning: {message}")
+    plan = stairs.plan
+    resolved = dataclasses.replace(
+        spec, speed=stairs.speed, turn_rate=0.0, frequency=plan.frequency, duty_factor=plan.duty,
+        step_length=2 * float(result.figures["stair_lead_m"]), step_height=SWING_CLEARANCE,
+        body_height=float(np.mean(result.motion.root_pos[:, 2])), bounce=0.0,
+        phase_offsets={leg.label: float(p) for leg, p in zip(legs, walk.phases)}, notes=notes)
+    return GaitResult(motion=result.motion, spec=resolved, ik_error_m=result.ik_error_m,
+                      joint_velocity_ratio=result.joint_velocity_ratio, figures=result.figures,
+                      asked_speed=float(spec.speed), limit=result.limit, effort_ratio=result.effort_ratio)
+
+
+# Robots with front and hind legs on a terrain whose footholds their legs do not reach with the body pitched with the
+# ground at its stance height: (share of the ground's pitch, body lowered in leg lengths (< 0: raised), lean: the share
+# of the shift along the heading that puts the feet under the hips along the pitched body's vertical), tried in this
+# order (each by a quick IK of every third frame) until the feet reach
+BODY_FITS = ((1.0, 0.0, 1.0), (0.5, 0.0, 1.0), (1.0, -0.05, 1.0), (0.5, -0.05, 1.0), (1.0, 0.05, 1.0),
+             (0.5, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, -0.05, 0.0))
+REFIT_ERROR = 0.02  # m: on a terrain, feet that miss their footholds by more refit the body (BODY_FITS) and slow the
+# gait before any velocity check (a leg out of reach jumps: its joint speeds say nothing); by less, the checks of flat
+# ground apply
+TERRAIN_REACH_STEP = 0.75  # on a terrain, feet that miss their footholds by REFIT_ERROR slow the gait by this ...
+TERRAIN_REACH_CADENCE = 0.9  # ... and its cadence by this (strides x 0.83)
+
+
 def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: float,
-           prompt: str, terrain: Any = None) -> tuple[Motion, float]:
+           prompt: str, terrain: Any = None, fit: dict[str, Any] | None = None) -> tuple[Motion, float]:
+    """The clip of a resolved spec and its IK error. On a terrain, a robot with front and hind legs whose feet miss
+    their footholds with the body pitched with the ground at its stance height tries BODY_FITS (the feet under the
+    hips, less pitch, a higher or lower body) and keeps the first that reaches (else the closest); ``fit`` (a dict kept
+    across a generation's attempts) records the one chosen (``"body"``) and a note (``"note"``)."""
     frames = int(round(duration * fps)) + 1
     times = np.arange(frames) / fps
 
-    def plan(t: np.ndarray) -> dict[str, np.ndarray]:
-        return on_terrain(lambda u: foot_targets(spec, stance, u), t, terrain, stance)
+    def planner(share: float, lower: float, lean: float) -> Any:
+        def plan(t: np.ndarray) -> dict[str, np.ndarray]:
+            return on_terrain(lambda u: foot_targets(spec, stance, u), t, terrain, stance, pitch_share=share,
+                              lower=lower * stance.leg_length, lean=lean)
+        return plan
 
-    return solve_clip(robot, stance, times, plan(times), fps, prompt,
-                      balance=plan if _balanced(spec, stance) else None, carry=_carried(spec, stance))
+    def solve(share: float, lower: float, lean: float) -> tuple[Motion, float]:
+        plan = planner(share, lower, lean)
+        return solve_clip(robot, stance, times, plan(times), fps, prompt,
+                          balance=plan if _balanced(spec, stance) else None, carry=_carried(spec, stance))
+
+    default = (PITCH_SHARE, 0.0, 0.0)
+    if terrain is None or terrain.is_flat or len(stance.legs) < 3:
+        return solve(*default)
+    fit = {} if fit is None else fit
+    accept = IK_ACCEPT_BALANCED if _balanced(spec, stance) else IK_ACCEPT
+    chosen, best = fit.get("body", default), np.inf
+    if chosen == default:  # the body pitched with the ground at its stance height, as long as the legs reach it
+        motion, best = solve(*default)  # (or nearly: a long stride is the gait loop's to shorten)
+        if best <= max(accept, REFIT_ERROR):
+            return motion, best
+    # the candidates by a quick IK of every third frame (a failing full solve takes long: its frames are repaired one
+    # by one), the one kept by the last attempt first; the first that reaches (else the closest) is solved in full
+    for candidate in dict.fromkeys((chosen,) + BODY_FITS):
+        if candidate == default and np.isfinite(best):
+            continue
+        quick = _reach_error(robot, stance, planner(*candidate)(times[::3]))
+        if quick < best:
+            chosen, best = candidate, quick
+        if quick <= accept:
+            break
+    motion, error = solve(*chosen)
+    fit["body"] = chosen
+    if chosen != default:
+        share, lower, lean = chosen
+        fit["note"] = (f"terrain {terrain.kind}: the legs reach the footholds with the body pitched by "
+                       f"{100 * share:.0f} % of the ground's slope"
+                       + (", its hips over the feet along its own vertical" if lean else "")
+                       + (f", {abs(lower) * stance.leg_length * 100:.0f} cm {'lower' if lower > 0 else 'higher'}"
+                          if lower else ""))
+    return motion, error
+
+
+def _reach_error(robot: Robot, stance: Stance, traj: dict[str, np.ndarray]) -> float:
+    """The largest distance (m) of a foot from its target in a quick IK of the planned ``traj``."""
+    ik = LegIK(robot, stance.legs)
+    root_quat = body_quat(traj["yaw"], traj.get("pitch"))
+    target_rot = yaw_matrix(traj["foot_yaw"]) @ stance.foot_rot[None]
+    if "foot_normal" in traj:
+        target_rot = tilt_to(traj["foot_normal"]) @ target_rot
+    offsets = np.array([leg.foot_offset for leg in stance.legs])
+    radius = np.array([leg.contact_radius for leg in stance.legs])
+    q, _ = ik.solve(traj["root_pos"], root_quat, np.tile(stance.joint_pos, (len(root_quat), 1)), stance.joint_pos,
+                    offsets, traj["feet"], target_rot, centres=stance.centres, radius=radius, iterations=100)
+    _, error = _repair_by_continuation(ik, traj["root_pos"], root_quat, q, stance, offsets, traj["feet"], target_rot,
+                                       radius, passes=4)
+    return error
 
 
 TERRAIN_PAD_S = 1.0  # s of plan before and after the clip when it is placed on a terrain (whole steps at its ends)
 
 
-def on_terrain(plan: Any, times: np.ndarray, terrain: Any, stance: Stance) -> dict[str, np.ndarray]:
+def on_terrain(plan: Any, times: np.ndarray, terrain: Any, stance: Stance, pitch_share: float = PITCH_SHARE,
+               lower: float = 0.0, lean: float = 0.0) -> dict[str, np.ndarray]:
     """The flat-ground plan ``plan(times)`` (a function of times -> :func:`foot_targets`' layout) placed on
-    ``terrain`` (:func:`akd_core.motion.footholds.fit_to_terrain`), planned TERRAIN_PAD_S beyond both ends so that
-    the steps cut by the clip's ends are placed whole; the plan itself on flat ground or without a terrain."""
+    ``terrain`` (:func:`akd_core.motion.footholds.fit_to_terrain`, the body pitched by ``pitch_share`` of the ground's
+    slope and ``lower`` m lower), planned TERRAIN_PAD_S beyond both ends so that the steps cut by the clip's ends are
+    placed whole; the plan itself on flat ground or without a terrain."""
     times = np.asarray(times, dtype=np.float64)
     if terrain is None or terrain.is_flat:
         return plan(times)
@@ -793,7 +931,7 @@ def on_terrain(plan: Any, times: np.ndarray, terrain: Any, stance: Stance) -> di
     pad = int(math.ceil(TERRAIN_PAD_S / dt))
     padded = np.r_[times[0] - dt * np.arange(pad, 0, -1), times, times[-1] + dt * np.arange(1, pad + 1)]
     fitted = fit_to_terrain(plan(padded), padded, terrain, stance.legs, stance.feet_body, stance.leg_length,
-                            pitch_body=len(stance.legs) > 2)
+                            pitch_body=len(stance.legs) > 2, pitch_share=pitch_share, lower=lower, lean=lean)
     return {key: value[pad:pad + len(times)] for key, value in fitted.items()}
 
 
