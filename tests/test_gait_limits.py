@@ -10,6 +10,7 @@ The zoo's slow robots (romeo, op3, MuJoCo Menagerie's g1, talos) are `-m slow`.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -227,3 +228,31 @@ def test_zoo_bipeds_walk_with_their_arms_hanging_and_the_issue_31_figures(name, 
         assert result.limit is not None and result.limit.joint in robot.joint_names, label
         assert result.limit.kind in ("velocity", "effort"), label
     assert result.joint_velocity_ratio <= TRACKING_VELOCITY_RATIO + 1e-6, label
+
+
+def test_strides_shortened_at_the_asked_speed_are_not_named_as_its_limit(tmp_path):
+    """a1's slow bound first misses its footholds and is re-cadenced at the same speed (not a slow-down), then its
+    calves' effort lowers the speed: the manifest names the calf and the effort limit, not an unnamed reach."""
+    from akd_core.io.rundir import RunDir
+    from akd_core.motion.stage import stage_gait
+
+    run = RunDir(tmp_path / "run", create=True)
+    metrics = stage_gait(run, str(example_robot_urdf("a1")), "bound forward slowly", duration=1.5)
+    assert metrics["speed_command_mps"] < 0.8 * metrics["asked_speed_mps"]
+    assert metrics["speed_limit_kind"] == "effort"
+    assert metrics["speed_limited_by"].endswith("calf_joint") and metrics["speed_limit_ratio"] > EFFORT_RATIO
+
+
+@pytest.mark.slow
+def test_a_flight_gait_that_slowing_down_makes_faster_stops_with_the_joint_named():
+    """anymal-kinova's gallop needs 1.96 x RF_KFE's velocity limit at 2.49 m/s, 1.67 x at 0.91 m/s and 2.39 x at 0.39
+    m/s (4 s clips): the generator stops once slowing down made it worse, naming the best it found, instead of slowing
+    down to 0 m/s (5.7 x) for 8 minutes."""
+    from akd_core.io.errors import MotionError
+
+    robot = load_robot(example_robot_data_dir() / "anymal_b_simple_description/robots/anymal-kinova.urdf")
+    spec, _ = spec_from_prompt("gallop forward", robot)
+    with pytest.raises(MotionError, match=r"cannot gallop within its joint limits") as err:
+        generate_gait_result(robot, spec, duration=1.5, max_velocity_ratio=0.75)
+    best = re.search(r"at its best \(([0-9.]+) m/s\) it needs '[LR][FH]_[HK]FE' at ([0-9.]+) x", str(err.value))
+    assert best and 0 < float(best[1]) < spec.speed and float(best[2]) > 1.0

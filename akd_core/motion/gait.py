@@ -624,6 +624,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     first_limit: SpeedLimit | None = None  # the first limit that made the gait slower than asked
     effort, effort_done = 0.0, False
     best = None  # gaits with flight phases: the velocity-limited attempt with the lowest joint speed ratio
+    slowest: tuple[float, float, str] | None = None  # ... its (ratio, speed, joint), whatever the URDF limit
+    worsened = False  # slowing such a gait down made its joints faster: the attempts stop
     fit: dict[str, Any] = {}  # on a terrain: the body's pitch share and lowering that let the legs reach (_build)
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
@@ -712,6 +714,21 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                        f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
                        f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
+            if _carried(resolved, stance):
+                if slow_down and slowest is not None and ratio >= slowest[0]:
+                    # a gait with flight phases whose joints got faster when it was slowed down: its flights and
+                    # landings set them, not its strides (anymal-kinova's gallop: 1.96 x its velocity limit at 2.49
+                    # m/s, 1.67 x at 0.91, 2.39 x at 0.39 and 5.7 x at 0 m/s after 8 minutes of attempts)
+                    worsened = True
+                    if slowest[0] > 1.0:
+                        raise MotionError(
+                            f"{message}; slowing a {resolved.pattern} down makes its joints faster (its flights and "
+                            f"landings set their speed), and at its best ({slowest[1]:.2f} m/s) it needs "
+                            f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
+                            f"{resolved.pattern} within its joint limits; ask for a trot, a walk or a bound, or raise "
+                            "the limit")
+                if slowest is None or ratio < slowest[0]:
+                    slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
             frequency = _slower_cadence(resolved, stance, scale)
             if raised_from is not None:  # the quicker steps were too quick: back to that cadence, a bit slower
@@ -719,7 +736,6 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         else:
             message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s: the feet cannot reach their targets "
                        f"within the joint limits (IK error {ik_error * 1e3:.1f} mm)")
-            first_limit = first_limit or SpeedLimit("", ik_error, "reach")
             fix = "ask for a slower gait or a lower step height"
             quicker = resolved.frequency / 0.85
             if (not refit and spec.frequency is None and not cadence_done
@@ -728,7 +744,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 log.warning(notes[-1])
                 raised_from = raised_from or resolved.frequency
                 current = dataclasses.replace(current, speed=resolved.speed, frequency=quicker)
-                continue
+                continue  # the speed is kept: reach does not limit it (yet)
+            first_limit = first_limit or SpeedLimit("", ik_error, "reach")
             scale = TERRAIN_REACH_STEP if refit else 0.85  # shorter strides, lower steps
             # a raised cadence is kept (the strides shrink with the speed); else the gait's own cadence for it; on a
             # terrain strides and cadence shrink together (short quick steps land near nosings and move off them)
@@ -739,7 +756,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         if ratio > max_velocity_ratio and _carried(resolved, stance) and ik_error <= accept and \
                 (best is None or ratio < best[0]):
             best = (ratio, motion, resolved, ik_error, message)
-        if not slow_down or attempt == MAX_ATTEMPTS - 1 or (resolved.speed == 0 and resolved.turn_rate == 0):
+        if not slow_down or attempt == MAX_ATTEMPTS - 1 or worsened or \
+                (resolved.speed == 0 and resolved.turn_rate == 0):
             if slow_down and best is not None and best[0] <= 1.0:
                 # a gait with flight phases whose joint speeds stop falling with its speed (its swings at the
                 # flight cadence set them): the attempt nearest the tracking margin, within the URDF limits
