@@ -40,6 +40,7 @@ STEP_SHARE = 0.3  # of a swing: a step up starts moving forward after it, a step
 LOW_FOOT_SHARE = 0.5  # a foot below the line the body follows lowers it by this share of the gap
 PITCH_SHARE = 1.0  # of the ground's slope under the feet that the body pitches by
 STEP_MIN = 0.01  # m, a height change between footholds that counts as a step
+SHIN_CLEARANCE = 0.03  # m, between the axis of a stance leg's shin (above its lowest quarter) and the ground
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -58,27 +59,60 @@ def _smooth(values: np.ndarray, dt: float, window_s: float) -> np.ndarray:
     return np.convolve(pad, kernel, mode="valid")
 
 
-def _off_edges(terrain: Any, xy: np.ndarray, heading: np.ndarray, margin: float, reach: float) -> np.ndarray:
+def _off_edges(terrain: Any, xy: np.ndarray, heading: np.ndarray, margin: float, reach: float,
+               clear: Any = None) -> np.ndarray:
     """``xy`` (2,) moved along ``heading`` (2,) to the nearest point at least ``margin`` from every edge (within
-    ``reach`` m; the farthest point from the edges found when none is that far)."""
-    if terrain.edge_distance(xy[0], xy[1]) >= margin:
+    ``reach`` m; the farthest point from the edges found when none is that far). ``clear``: a further test of a
+    foothold (its shin off the stair noses), met where a point within reach meets both."""
+    ok = (lambda _: True) if clear is None else clear
+    if terrain.edge_distance(xy[0], xy[1]) >= margin and ok(xy):
         return xy
     steps = np.linspace(0.0, reach, max(int(reach / 0.005), 2))[1:]
     offsets = np.stack([steps, -steps], -1).ravel()  # forward first, then back, nearest first
     candidates = xy[None] + offsets[:, None] * heading[None]
     distance = terrain.edge_distance(candidates[:, 0], candidates[:, 1])
     good = np.flatnonzero(distance >= margin)
-    return candidates[good[0]] if len(good) else candidates[int(np.argmax(distance))]
+    if not len(good):
+        return candidates[int(np.argmax(distance))]
+    if terrain.edge_distance(xy[0], xy[1]) >= margin:
+        good = np.r_[-1, good]  # the foothold itself first (it failed ``clear`` only)
+    for g in good:
+        if g >= 0 and ok(candidates[g]):
+            return candidates[g]
+    return xy if good[0] < 0 else candidates[good[0]]
+
+
+def _shin_clear(terrain: Any, xy: np.ndarray, shin: np.ndarray, heading: np.ndarray, ahead: Sequence[float],
+                height: float) -> bool:
+    """Whether a foot at ``xy`` (2,) on ``terrain`` keeps its shin SHIN_CLEARANCE above the ground through its stance.
+    ``shin`` (3,): contact point to knee in the stance pose (heading frame, x forward; the legs keep near world
+    vertical on a terrain, whatever the body's pitch); the leg leans as its foot is ``ahead`` m (each of the stance's
+    ends) ahead of its nominal place under a body ``height`` m up: the shin turned about the foot by atan(ahead /
+    height)."""
+    z = float(terrain.height(xy[0], xy[1]))
+    side = np.array([-heading[1], heading[0]])
+    fraction = np.linspace(0.25, 1.0, 7)
+    for d in ahead:
+        lean = np.arctan2(d, height)
+        c, s = np.cos(lean), np.sin(lean)
+        along, up = c * shin[0] - s * shin[2], s * shin[0] + c * shin[2]
+        points = xy[None] + fraction[:, None] * (along * heading + shin[1] * side)[None]
+        if np.any(z + fraction * up - terrain.height(points[:, 0], points[:, 1]) < SHIN_CLEARANCE):
+            return False
+    return True
 
 
 def fit_to_terrain(traj: dict[str, np.ndarray], times: np.ndarray, terrain: Any, legs: Sequence[Leg],
                    feet_body: np.ndarray, leg_length: float, pitch_body: bool = True,
-                   pitch_share: float = PITCH_SHARE, lower: float = 0.0, lean: float = 0.0) -> dict[str, np.ndarray]:
+                   pitch_share: float = PITCH_SHARE, lower: float = 0.0, lean: float = 0.0,
+                   shins: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """``traj`` (:func:`akd_core.motion.gait.foot_targets`' layout at ``times``) placed on ``terrain`` (module
     docstring). ``feet_body`` (K,3): the legs' nominal contact points relative to the root; ``pitch_body``: the body
     pitches with the ground (robots with front and hind legs), by ``pitch_share`` of its slope; ``lower`` m: the body
     rides this much lower on its legs (both chosen by :func:`akd_core.motion.gait` where the legs do not reach the
-    footholds otherwise). Returns a new dict with the same keys plus ``pitch`` (F,) rad about the heading frame's y
+    footholds otherwise); ``shins`` (K,3): each foot's contact point to its knee in the stance (body frame): a foothold
+    also keeps the shin SHIN_CLEARANCE m off the ground (a stair nose) where one within reach does. Returns a new
+    dict with the same keys plus ``pitch`` (F,) rad about the heading frame's y
     axis (+ noses down). A flat terrain returns the plan unchanged."""
     if terrain is None or terrain.is_flat:
         return traj
@@ -97,7 +131,15 @@ def fit_to_terrain(traj: dict[str, np.ndarray], times: np.ndarray, terrain: Any,
         holds = []
         for a, b in runs:
             xy = feet[a, k, :2]
-            moved = _off_edges(terrain, xy, heading[a], margin, EDGE_SEARCH * leg_length)
+            clear = None
+            if shins is not None and np.any(shins[k]):
+                ends = (a, b - 1)
+                base = [out["root_pos"][i, :2] for i in ends]
+                clear = (lambda p, k=k, ends=ends, base=base: _shin_clear(
+                    terrain, p, shins[k], heading[ends[0]],
+                    [float((p - r) @ heading[i]) - feet_body[k, 0] for i, r in zip(ends, base)],
+                    float(-feet_body[k, 2])))
+            moved = _off_edges(terrain, xy, heading[a], margin, EDGE_SEARCH * leg_length, clear)
             holds.append((a, b, xy.copy(), moved, float(terrain.height(moved[0], moved[1])),
                           terrain.normal(moved[0], moved[1])))
         # stance: the moved foothold at its surface height

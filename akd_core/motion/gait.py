@@ -211,6 +211,9 @@ class Stance:
     legs: list[Leg]  # with contact points measured in this pose
     centres: np.ndarray  # (K, 3) sphere centres of spherical feet in the foot frames (= contact point otherwise)
     stride_room: float  # m, the smallest fore-aft range a foot can reach on the ground from this pose
+    # (K, 3) from each foot's contact point up its shin to the knee (the lowest leg joint SHIN_MIN leg lengths or more
+    # above the foot) in the root frame: what a terrain's footholds keep clear of stair noses; None: not checked
+    shins: np.ndarray | None = None
 
 
 def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
@@ -299,7 +302,30 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
                           f"joint limits); check the foot links (--feet) or the URDF joint limits{hint}")
     return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
                   feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
-                  centres=centres, stride_room=float(rooms[best]))
+                  centres=centres, stride_room=float(rooms[best]),
+                  shins=_shins(robot, new_legs, root, q_final[0], offsets, leg_length))
+
+
+SHIN_MIN = 0.3  # leg lengths: the lowest leg joint at least this far above the foot is its knee (the shin's top)
+
+
+def _shins(robot: Robot, legs: Sequence[Leg], root: np.ndarray, joint_pos: np.ndarray, offsets: np.ndarray,
+           leg_length: float) -> np.ndarray:
+    """(K, 3) from each foot's contact point to its knee in the pose ``joint_pos`` (root at ``root``, level): the
+    lowest joint of the leg SHIN_MIN leg lengths or more above the foot (an ankle just above a foot is not a knee)."""
+    ik = LegIK(robot, legs)
+    link_pos, link_rot, points = (a[0].numpy() for a in ik.feet(
+        torch.as_tensor(np.asarray(root, dtype=np.float64).reshape(1, 3)),
+        torch.as_tensor(np.array([[0.0, 0.0, 0.0, 1.0]])), torch.as_tensor(joint_pos[None]),
+        torch.as_tensor(offsets)))
+    shins = np.zeros((len(legs), 3))
+    for k, leg in enumerate(legs):
+        for name in reversed(leg.joint_names):
+            knee = link_pos[robot.link_index(robot.joint(name).child)]
+            if knee[2] - points[k, 2] >= SHIN_MIN * leg_length:
+                shins[k] = knee - points[k]
+                break
+    return shins
 
 
 def _foot_errors(ik: LegIK, root: np.ndarray, quat: np.ndarray, q: np.ndarray, offsets: np.ndarray,
@@ -949,7 +975,8 @@ def on_terrain(plan: Any, times: np.ndarray, terrain: Any, stance: Stance, pitch
     pad = int(math.ceil(TERRAIN_PAD_S / dt))
     padded = np.r_[times[0] - dt * np.arange(pad, 0, -1), times, times[-1] + dt * np.arange(1, pad + 1)]
     fitted = fit_to_terrain(plan(padded), padded, terrain, stance.legs, stance.feet_body, stance.leg_length,
-                            pitch_body=len(stance.legs) > 2, pitch_share=pitch_share, lower=lower, lean=lean)
+                            pitch_body=len(stance.legs) > 2, pitch_share=pitch_share, lower=lower, lean=lean,
+                            shins=stance.shins)
     return {key: value[pad:pad + len(times)] for key, value in fitted.items()}
 
 
