@@ -5,6 +5,8 @@ counted, a steady clip on a terrain held to 0.04 m."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -149,6 +151,16 @@ def test_metrics_are_measured_from_the_terrain_surface(a1):
     flat = tracking_metrics(*args)  # the same clip measured from z = 0: 0.2 m deep, and "fallen"
     assert flat["penetration_m"] == pytest.approx(0.2, abs=1e-3) and flat["fell"]
     assert flat["feet_on_edges_frac"] == 0.0
+    # the feet 5 cm over the edge at the frames the schedule puts them down (a late landing): on no edge
+    hover = _standing_clip(stance, robot, [-1.0, 1.5, at_edge], [0.0, -0.2, 0.05])
+    hovering = tracking_metrics(robot, clip, 0.0, _as_tracked(hover, robot), peak, effort, mass_links(robot),
+                                terrain=pit)
+    assert hovering["feet_on_edges_frac"] == 0.0
+    # ... and feet down by the edge where the reference swings them (a swing passing low over a nose): on no edge
+    swinging = dataclasses.replace(clip, foot_contacts=clip.foot_contacts.copy())
+    swinging.foot_contacts[20:] = False
+    passing = tracking_metrics(robot, swinging, 0.0, tracked, peak, effort, mass_links(robot), terrain=pit)
+    assert passing["feet_on_edges_frac"] == 0.0 and passing["penetration_m"] < 1e-3
 
 
 def test_a_steady_clip_on_a_terrain_is_held_to_its_own_limit(a1):

@@ -19,7 +19,8 @@ Definitions (per clip of F frames, K feet):
   straight under the point instead of z = 0, along the surface's normal there (``(z - height) * normal_z``: the
   depth below a slope, not the vertical distance): penetration, the contact height of stance, swing clearance.
   ``feet_on_edges_frac`` (only with a terrain; 0 on flat ground): the fraction of stance (frame, foot) pairs whose
-  contact point (with parts: a part that is down) lies within ``EDGE_NEAR_M`` of a terrain edge
+  contact point (with parts: a part) is down (below the contact height: a foot the schedule puts down while it is
+  still in the air, landing late, stands on no edge) within ``EDGE_NEAR_M`` of a terrain edge
   (``Terrain.edge_distance``: stair nosings, step borders).
 - ``swing_clearance_m``: mean over swing phases (runs of non-stance frames) of the foot's highest point (of its
   lowest contact part, with parts).
@@ -240,13 +241,14 @@ def _foot_metrics(feet: np.ndarray, foot_names: Sequence[str], foot_contacts: np
 
 def _on_edges(terrain: Any, stance: np.ndarray, feet: np.ndarray, parts: np.ndarray | None,
               contact_height_m: float) -> float:
-    """Fraction of stance (frame, foot) pairs (F,K) whose contact point (feet (F,K,3); with parts (F,K,P,3): a part
-    below the contact height) lies within EDGE_NEAR_M of an edge of ``terrain``; 0 without edges or stance."""
+    """Fraction of stance (frame, foot) pairs (F,K) whose contact point (feet (F,K,3); with parts (F,K,P,3): a part),
+    below the contact height, lies within EDGE_NEAR_M of an edge of ``terrain``; 0 without edges or stance."""
     if terrain.is_flat or not len(terrain.edges) or not stance.any():
         return 0.0
-    if parts is None:
+    if parts is None:  # a foot the schedule puts down but still in the air (landing late) stands on no edge
         xy = feet[stance][..., :2]  # (S, 2)
-        return float((terrain.edge_distance(xy[:, 0], xy[:, 1]) < EDGE_NEAR_M).mean())
+        down = feet[stance][..., 2] < contact_height_m
+        return float(((terrain.edge_distance(xy[:, 0], xy[:, 1]) < EDGE_NEAR_M) & down).mean())
     points = parts[stance]  # (S, P, 3)
     near = terrain.edge_distance(points[..., 0], points[..., 1]) < EDGE_NEAR_M
     return float((near & (points[..., 2] < contact_height_m)).any(-1).mean())

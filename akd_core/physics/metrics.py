@@ -171,8 +171,9 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     ``torque_saturation_frac`` / ``max_torque_ratio`` (torque_peak (T, J) vs ``effort``); ``stance_slip_mps`` (from
     the engine's contacts, when given); and from :func:`akd_core.motion.metrics.motion_metrics`: ``foot_skate_mps``,
     ``foot_skate_max_mps`` (stance = foot point below 1 cm), ``penetration_m``, ``speed_mps``, ``root_speed_mps``,
-    ``contact_schedule_match``, ``feet_on_edges_frac`` (stance frames of feet within 2 cm of a terrain edge; 0 on
-    flat ground); from :mod:`akd_core.physics.ground_contacts`: ``non_foot_contact_frac`` (frames in which a link
+    ``contact_schedule_match``, ``feet_on_edges_frac`` (stance frames of feet within 2 cm of a terrain edge, a stance
+    foot being one the reference's schedule puts down that is down; 0 on flat ground); from
+    :mod:`akd_core.physics.ground_contacts`: ``non_foot_contact_frac`` (frames in which a link
     other than a foot is within 2 mm of the terrain, by MuJoCo's collision detection on the simulated states) and
     ``non_foot_contact_links``, and for bipeds ``sole_on_one_tread_frac`` (stance frames whose whole sole is on one
     tread: the surface under it within 5 mm of one plane, 2 cm or more from every edge; None without stance).
@@ -229,11 +230,16 @@ def tracking_metrics(robot: Robot, ref: Motion, height_shift: float, tracked: Tr
     shared = motion_metrics(*args, **parts)
     for key in SHARED_METRICS:
         out[key] = shared[key]
+    scheduled = None
+    if intended is not None and (schedule_match is None or (terrain is not None and not terrain.is_flat)):
+        scheduled = motion_metrics(*args, foot_contacts=intended, **parts)
     if schedule_match is not None:
         out["contact_schedule_match"] = float(schedule_match)
-    elif intended is not None:
-        out["contact_schedule_match"] = motion_metrics(*args, foot_contacts=intended,
-                                                       **parts)["contact_schedule_match"]
+    elif scheduled is not None:
+        out["contact_schedule_match"] = scheduled["contact_schedule_match"]
+    if scheduled is not None and "feet_on_edges_frac" in scheduled:
+        # a stance foot is one the schedule puts down and that is down: a swing passing low over a nose is not
+        out["feet_on_edges_frac"] = scheduled["feet_on_edges_frac"]
     # what touches the ground besides the feet, and (bipeds) whether each sole rests on one tread: from the states
     carriers = list(dict.fromkeys(contact_schedule(robot, ref).names))  # the links carrying the feet's geometry
     states = (tracked.root_pos, tracked.root_quat, tracked.joint_pos)
