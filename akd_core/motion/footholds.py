@@ -64,8 +64,9 @@ def _off_edges(terrain: Any, xy: np.ndarray, heading: np.ndarray, margin: float,
     """``xy`` (2,) moved along ``heading`` (2,) to the nearest point at least ``margin`` from every edge (within
     ``reach`` m; the farthest point from the edges found when none is that far). ``clear``: a further test of a
     foothold (its shin off the stair noses), met where a point within reach meets both."""
-    ok = (lambda _: True) if clear is None else clear
-    if terrain.edge_distance(xy[0], xy[1]) >= margin and ok(xy):
+    ok = clear or (lambda _: True)
+    here = terrain.edge_distance(xy[0], xy[1]) >= margin
+    if here and ok(xy):
         return xy
     steps = np.linspace(0.0, reach, max(int(reach / 0.005), 2))[1:]
     offsets = np.stack([steps, -steps], -1).ravel()  # forward first, then back, nearest first
@@ -74,12 +75,10 @@ def _off_edges(terrain: Any, xy: np.ndarray, heading: np.ndarray, margin: float,
     good = np.flatnonzero(distance >= margin)
     if not len(good):
         return candidates[int(np.argmax(distance))]
-    if terrain.edge_distance(xy[0], xy[1]) >= margin:
-        good = np.r_[-1, good]  # the foothold itself first (it failed ``clear`` only)
     for g in good:
-        if g >= 0 and ok(candidates[g]):
+        if ok(candidates[g]):
             return candidates[g]
-    return xy if good[0] < 0 else candidates[good[0]]
+    return xy if here else candidates[good[0]]  # none meets ``clear`` within reach: the nearest off the edges
 
 
 def _shin_clear(terrain: Any, xy: np.ndarray, shin: np.ndarray, heading: np.ndarray, ahead: Sequence[float],
@@ -110,7 +109,7 @@ def fit_to_terrain(traj: dict[str, np.ndarray], times: np.ndarray, terrain: Any,
     docstring). ``feet_body`` (K,3): the legs' nominal contact points relative to the root; ``pitch_body``: the body
     pitches with the ground (robots with front and hind legs), by ``pitch_share`` of its slope; ``lower`` m: the body
     rides this much lower on its legs (both chosen by :func:`akd_core.motion.gait` where the legs do not reach the
-    footholds otherwise); ``shins`` (K,3): each foot's contact point to its knee in the stance (body frame): a foothold
+    footholds otherwise); ``shins`` (K,3): each foot's contact point to its knee in the stance (x forward): a foothold
     also keeps the shin SHIN_CLEARANCE m off the ground (a stair nose) where one within reach does. Returns a new
     dict with the same keys plus ``pitch`` (F,) rad about the heading frame's y
     axis (+ noses down). A flat terrain returns the plan unchanged."""
