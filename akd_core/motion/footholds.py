@@ -7,7 +7,9 @@ such a plan and returns it on the terrain:
 1. **Footholds on the surface, off the edges.** Each stance keeps its foot where the flat plan put it, moved along
    the body's heading (forward first, then back, up to ``EDGE_SEARCH`` leg lengths) to the nearest point at least
    ``EDGE_MARGIN`` m plus the foot's contact radius from any stair nosing, step or border (``Terrain.edge_distance``);
-   its height is the surface's there. The swings into and out of a moved foothold follow it.
+   its height is the surface's there. A foothold also keeps the stance leg's shin ``SHIN_CLEARANCE`` m above the
+   ground (``shins``; a foot just past a stair nose going down holds its shin over it), moved the same way where it
+   does not. The swings into and out of a moved foothold follow it.
 2. **Swings clear the ground.** A swing rises from one foothold's height to the next -- early when it steps up,
    late when it steps down -- with the plan's own lift on top; where that passes less than ``SWING_CLEARANCE`` m
    (plus the contact radius) over the highest ground within a foot's width of its path, the lift is raised until it
