@@ -826,17 +826,9 @@ def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
                           step_height=spec.step_height, phase_offsets=spec.phase_offsets)
     result = generate_walk(robot, legs, body, request, lambda walk: (lambda t: body_path(walk, t)), duration, fps,
                            prompt, max_velocity_ratio=max_velocity_ratio, slow_down=slow_down)
-    walk, notes = result.gait, list(spec.notes)
-    for note in walk.notes:
-        log.warning(note) if note.startswith("walk at") else log.info(note)
-        notes.append(note)
-    if result.ik_error_m > IK_ACCEPT_BALANCED:
-        message = (f"human-like walk at {walk.speed:.2f} m/s: the feet miss their targets by "
-                   f"{result.ik_error_m * 1e3:.1f} mm within the joint limits")
-        if not slow_down:
-            raise MotionError(f"{message}; ask for a slower walk")
-        log.warning(message)
-        notes.append(f"warning: {message}")
+    walk = result.gait
+    notes = _walk_notes(spec, walk.notes, "walk at", result.ik_error_m, IK_ACCEPT_BALANCED,
+                        f"human-like walk at {walk.speed:.2f} m/s", slow_down)
     resolved = dataclasses.replace(
         spec, speed=walk.speed, turn_rate=walk.turn_rate, frequency=walk.frequency, duty_factor=walk.duty_factor,
         step_length=walk.speed / walk.frequency, step_height=walk.step_height,
@@ -845,6 +837,23 @@ def _human_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
     return GaitResult(motion=result.motion, spec=resolved, ik_error_m=result.ik_error_m,
                       joint_velocity_ratio=result.joint_velocity_ratio, figures=result.figures,
                       asked_speed=float(spec.speed), limit=result.limit, effort_ratio=result.effort_ratio)
+
+
+def _walk_notes(spec: GaitSpec, walk_notes: Sequence[str], warn_prefix: str, ik_error: float, accept: float,
+                what: str, slow_down: bool) -> list[str]:
+    """The spec's notes, then a walk generator's (logged: a warning when it starts with ``warn_prefix``), then a
+    warning when the feet miss their targets by more than ``accept`` m (MotionError without ``slow_down``)."""
+    notes = list(spec.notes)
+    for note in walk_notes:
+        log.warning(note) if note.startswith(warn_prefix) else log.info(note)
+        notes.append(note)
+    if ik_error > accept:
+        message = f"{what}: the feet miss their targets by {ik_error * 1e3:.1f} mm within the joint limits"
+        if not slow_down:
+            raise MotionError(f"{message}; ask for a slower walk")
+        log.warning(message)
+        notes.append(f"warning: {message}")
+    return notes
 
 
 def _stair_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: HumanoidBody, terrain: Any,
@@ -856,17 +865,8 @@ def _stair_walk(robot: Robot, spec: GaitSpec, legs: Sequence[Leg], body: Humanoi
                                  max_velocity_ratio=max_velocity_ratio, ramp_time=float(spec.ramp_time),
                                  frequency=spec.frequency, slow_down=slow_down)
     result, walk = stairs.walk, stairs.walk.gait
-    notes = list(spec.notes)
-    for note in walk.notes:
-        log.warning(note) if note.startswith("warning") else log.info(note)
-        notes.append(note)
-    if result.ik_error_m > IK_ACCEPT:
-        message = (f"stair walk at {stairs.speed:.2f} m/s: the feet miss their targets by "
-                   f"{result.ik_error_m * 1e3:.1f} mm within the joint limits")
-        if not slow_down:
-            raise MotionError(f"{message}; ask for a slower walk")
-        log.warning(message)
-        notes.append(f"warning: {message}")
+    notes = _walk_notes(spec, walk.notes, "warning", result.ik_error_m, IK_ACCEPT,
+                        f"stair walk at {stairs.speed:.2f} m/s", slow_down)
     plan = stairs.plan
     resolved = dataclasses.replace(
         spec, speed=stairs.speed, turn_rate=0.0, frequency=plan.frequency, duty_factor=plan.duty,
