@@ -16,7 +16,9 @@ A library is planned, run and reported in one folder ``DIR`` (docs/library.md):
    axis varying fastest (vy, then yaw rate, then vx reversed, ...), so transitions along every axis are covered.
    Each round's sequence is cut into clips of ``seconds``: every clip starts from a stand (START_S), holds each cell
    for at least HOLD_S and at least STEADY_S after the transition into it (the program's smoothstep ramp within its
-   acceleration limits, or one stride of gait blend), and every STOP_EVERY-th clip ends with a stop. A clip is
+   acceleration limits, or one stride of gait blend), and every STOP_EVERY-th clip ends with a stop (every
+   SPARSE_STOP_EVERY-th when the clips cannot hold every feasible cell once: a stop costs a ramp down, a stride and
+   a second of standing, the time of one or two cells, and the starts already hold the stand). A clip is
    walked from whichever of its two ends is nearer the stand. When the clips cannot hold a round's cells, the round
    takes cells spread evenly over the round's (farthest-point sampling from the gentlest command) and visits them in
    a nearest-neighbour chain. Clips are written as command timelines (DIR/commands/*.csv) that
@@ -71,7 +73,8 @@ START_S = 1.0  # s, the stand every clip starts from
 HOLD_S = 2.0  # s, the least time a cell is held
 STEADY_S = 1.0  # s, the least steady time of a cell after the transition into it
 RAMP_SLACK_S = 0.25  # s, added to each estimated transition (the program may lengthen a ramp to spare the joints)
-STOP_EVERY = 2  # every second clip ends with a stop
+STOP_EVERY = 2  # every second clip ends with a stop ...
+SPARSE_STOP_EVERY = 4  # ... or every fourth when the clips cannot hold every feasible cell once
 STOP_STEADY_S = 1.0  # s of standing after a stop's ramp and the stride that brings the feet down
 DEFAULT_STRIDE_S = 1.0  # s, the stride a gait blend lasts when the robot's is not known
 SMOOTH_S = 0.2  # s, the window the tracked velocities are averaged over before binning
@@ -369,8 +372,10 @@ ROUND_ORDERS = ((2, 1, 0), (0, 2, 1), (1, 0, 2))
 class _Planner:
     """Cuts sequences of cells into clips (module docstring, step 2)."""
 
-    def __init__(self, grid: CommandGrid, targets: dict, seconds: float, stride_s: float):
+    def __init__(self, grid: CommandGrid, targets: dict, seconds: float, stride_s: float,
+                 stop_every: int = STOP_EVERY):
         self.grid, self.targets, self.seconds, self.stride_s = grid, targets, seconds, stride_s
+        self.stop_every = stop_every
 
     def rows(self, cells: Sequence[tuple[int, int, int]], stop: bool) -> list[CommandRow]:
         """The clip's rows (times unset): a stand, the cells, a stop when asked."""
@@ -402,7 +407,7 @@ class _Planner:
         out: list[tuple[list[tuple[int, int, int]], bool]] = []
         i = 0
         while i < len(sequence) and len(out) < clips_left:
-            stop = (first_clip + len(out)) % STOP_EVERY == STOP_EVERY - 1
+            stop = (first_clip + len(out)) % self.stop_every == self.stop_every - 1
             if stop and self.length(sequence[i:i + 1], True) > self.seconds:
                 stop = False  # too short a clip for a stop after its one cell
             cells = [sequence[i]]
@@ -463,6 +468,12 @@ def plan_library(grid: CommandGrid, clips: int, seconds: float, seed: int = 0,
     notes = [f"{len(grid.cells())} cells, {len(targets)} feasible (speed <= {grid.box.speed_max:.2f} m/s"
              + (f", {turning[1]:.2f} m/s at {turning[0]:.2f} rad/s)" if turning else ")")]
     planner = _Planner(grid, targets, seconds, stride_s)
+    first_round = _boustrophedon(tour, ROUND_ORDERS[0], grid.shape)
+    needed = len(planner.fill(first_round, 0, len(first_round)))  # clips that hold every cell, stops as usual
+    if tour and needed > clips:
+        planner.stop_every = SPARSE_STOP_EVERY  # the time of the stops goes to cells
+        notes.append(f"every {SPARSE_STOP_EVERY}th clip ends with a stop (every {STOP_EVERY}nd when the clips hold "
+                     "every cell): the clips cannot hold every feasible cell once")
     rng = np.random.default_rng(seed)
     visits: Counter = Counter()
     planned: list[PlannedClip] = []
@@ -488,7 +499,7 @@ def plan_library(grid: CommandGrid, clips: int, seconds: float, seed: int = 0,
                 keep -= 1
             if round_ == 0:
                 notes.append(f"{clips} clips of {seconds:g} s hold {len(picked)} of the {len(sequence)} feasible "
-                             f"moving cells; about {len(pieces)} clips would hold them all")
+                             f"moving cells; about {needed} clips would hold them all")
             pieces = planner.fill(picked, len(planned), left)
         for cells, stop in pieces:
             planned.append(planner.clip(f"clip_{len(planned):0{width}d}", cells, stop, round_))

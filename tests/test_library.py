@@ -108,12 +108,19 @@ def test_the_plan_visits_every_feasible_cell_with_ramps_the_program_can_make_in_
     assert plan.to_dict()["neighbour_pairs_planned"] > 0.25 * plan.to_dict()["neighbour_pairs"]
 
 
-def test_few_clips_spread_over_the_box_and_extra_clips_revisit_the_least_covered_cells():
+def test_few_clips_spread_over_the_box_and_extra_clips_revisit_the_least_covered_cells(monkeypatch):
     grid = CommandGrid(QUADRUPED_BOX)
     few = plan_library(grid, clips=5, seconds=10.0, stride_s=STRIDE_S)
     cells = [c for clip in few.clips for c in clip.cells]
     assert len(few.clips) == 5 and len(set(cells)) == len(cells) >= 12
     assert "about 31 clips would hold them all" in " ".join(few.notes)
+    # too few clips for every cell: a stop in every 4th clip (the 4th of 5), not every 2nd, so more cells fit
+    assert [clip.rows[-1].kind == "stop" for clip in few.clips] == [False, False, False, True, False]
+    assert "every 4th clip ends with a stop" in " ".join(few.notes)
+    monkeypatch.setattr("akd_core.library.SPARSE_STOP_EVERY", 2)
+    dense = plan_library(grid, clips=5, seconds=10.0, stride_s=STRIDE_S)
+    monkeypatch.undo()
+    assert len(set(cells)) > len({c for clip in dense.clips for c in clip.cells})
     spread = np.asarray(cells)
     assert all(spread[:, a].min() == 0 and spread[:, a].max() == grid.shape[a] - 1 for a in range(3))
     many = plan_library(grid, clips=80, seconds=10.0, stride_s=STRIDE_S)
