@@ -62,6 +62,7 @@ from akd_core.learn.velocity_env import (
     VelocityVecEnv,
 )
 from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity, scored_steps
+from akd_core.model.legs import find_legs
 from akd_core.model.load import load_robot
 from akd_core.motion.clip import Motion
 from akd_core.physics.engines.base import BodyState
@@ -332,6 +333,9 @@ def test_eval_json_has_the_command_tracking_figures(trained, quadruped, tmp_path
     for key in ("falls", "episodes", "vx_rmse_mps", "vy_rmse_mps", "yaw_rate_rmse_radps"):
         assert key in report
     assert report["episodes"] == 2 and report["task"] == "velocity" and "style" in report
+    gait = report["gait_windows"]
+    assert gait["windows"] == sum(len(r["gait_windows"]) for r in report["per_episode"])
+    assert gait["share"] is None or 0.0 <= gait["share"] <= 1.0
     assert "RMSE vx" in capsys.readouterr().out
     # the figures are the pooled RMSE of the measured heading-frame velocity, the settle time left out
     cfg = VelocityEvalConfig(seconds=2.0, episodes=1, randomisation=Randomisation(**CALM),
@@ -360,6 +364,33 @@ def test_style_compares_duty_factor_and_contact_patterns_with_the_library():
     assert rows[0]["pattern_match"] == 1.0 and rows[1]["pattern_match"] == 0.0
     assert rows[0]["duty_factor_error"] == pytest.approx(0.0) and rows[0]["stride_hz"] == pytest.approx(5.0)
     assert rows[0]["library_stride_hz"] == 2.0
+
+
+def test_gait_windows_read_the_rollouts_feet_as_the_librarys_gait(trained, quadruped):
+    """1 s windows at gait speeds are read by the foot-phase classifier: a trot reads as the library's gait (its box
+    knows none: the robot's default, trot), a pace does not; commands below the gait speed are not judged."""
+    from akd_core.learn.velocity_eval import GAIT_WINDOW_S, expected_gait, gait_windows
+    from akd_core.motion.gait import generate_gait
+    from akd_core.motion.prompt import spec_from_prompt
+
+    _, _, meta, _ = trained
+    box = CommandBox.from_dict(meta.command["box"])
+    legs = find_legs(quadruped)
+    seen = {}
+    for prompt in ("a dog trotting forward at 0.4 m/s", "a dog pacing forward at 0.4 m/s"):
+        spec, _ = spec_from_prompt(prompt, quadruped, legs)
+        motion = generate_gait(quadruped, spec, duration=3.02, fps=50.0, legs=legs, prompt=prompt)
+        traj = {"root_pos": motion.root_pos, "root_quat": motion.root_quat, "joint_pos": motion.joint_pos,
+                "command": np.zeros((len(motion.root_pos) - 1, 3))}
+        schedule = CommandSchedule(times=np.array([0.0, 2.0]), commands=np.array([[0.4, 0.0, 0.0], [0.1, 0, 0]]))
+        windows = gait_windows(quadruped, meta, traj, schedule, box, 0.02, 0.5)
+        assert [w["t"] for w in windows] == [0.5]  # 1.5 s steady at 0.4 m/s; the creeping 0.1 m/s is not judged
+        assert windows[0]["expected"] == "trot" and GAIT_WINDOW_S == 1.0
+        seen[spec.pattern] = windows[0]["seen"]
+    assert seen == {"trot": "trot", "pace": "pace"}
+    walk_trot = CommandBox(vx=(-0.5, 1.0), vy=(-0.3, 0.3), yaw_rate=(-1, 1), gaits=(("walk", 0.3), ("trot", 1.0)))
+    assert [expected_gait(quadruped, meta, walk_trot, v) for v in (0.2, 0.5, 1.4)] == ["walk", "trot", "trot"]
+    assert CommandBox.from_dict(walk_trot.to_dict()).gaits == walk_trot.gaits
 
 
 def test_onnx_export_carries_the_command_slot_and_matches_torch(trained, tmp_path, capsys):
@@ -603,6 +634,84 @@ def test_a_trained_policy_follows_cmd_vel_and_stands_when_it_stops(tmp_path):
         want = box.clip(twist)
         assert abs(linear[inside, 0].mean() - want[0]) < 0.15, (twist, linear[inside, 0].mean())
         assert abs(yaw_rate[inside].mean() - want[2]) < 0.3, (twist, yaw_rate[inside].mean())
+
+
+# ----------------------------------------------------------------------------- bench/bench_soak.py (issue 47, item 5)
+def _bench_soak():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_soak.py"
+    spec = importlib.util.spec_from_file_location("bench_soak", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def _soak_window(t_s, rate_hz=50.0, sim_mb=300.0, policy_mb=250.0, fell=False):
+    axes = {"vx": 0.3, "vy": 0.0, "yaw_rate": 0.0}
+    return {"t_s": t_s, "window_s": 10.0, "rate_hz": rate_hz, "odom_hz": rate_hz,
+            "rss_mb": {"sim": sim_mb, "policy": policy_mb}, "cmd": axes, "measured": axes, "used": axes,
+            "settled_rmse": {"vx": 0.0, "yaw_rate": 0.0}, "min_height_m": 0.3, "max_tilt_deg": 2.0, "fell": fell}
+
+
+def test_soak_verdict_compares_minute_two_with_the_last_and_fails_on_rate_memory_or_a_fall():
+    soak, _ = _bench_soak()
+    assert soak.spans(1800.0) == ((60.0, 120.0), (1740.0, 1800.0))  # minute 2 vs the last minute
+    assert soak.spans(30.0) == ((10.0, 20.0), (20.0, 30.0))  # short runs: thirds
+    times = np.arange(10.0, 301.0, 10.0)  # 5 min of 10 s windows
+    flat = [_soak_window(t, sim_mb=300.0 + (50.0 if t <= 60 else 0.0)) for t in times]  # warm-up growth ignored
+    v = soak.verdict(flat, 50.0, 300.0, sim_fell=False)
+    assert v["pass"] and v["rss"]["nodes"]["sim"]["growth_pct"] == pytest.approx(0.0)
+    leaking = [_soak_window(t, policy_mb=250.0 * (1.0 + 0.06 * (t > 240))) for t in times]
+    v = soak.verdict(leaking, 50.0, 300.0, sim_fell=False)
+    assert not v["pass"] and not v["rss"]["pass"] and v["rss"]["nodes"]["policy"]["growth_pct"] == pytest.approx(6.0)
+    slow = [_soak_window(t, rate_hz=47.0 if t == 150 else 50.0) for t in times]  # one window under 95 %
+    v = soak.verdict(slow, 50.0, 300.0, sim_fell=False)
+    assert not v["pass"] and not v["rate"]["pass"] and v["rate"]["min_hz"] == 47.0 and v["rss"]["pass"]
+    assert not soak.verdict([_soak_window(t, fell=t == 290) for t in times], 50.0, 300.0, False)["fall"]["pass"]
+    assert not soak.verdict(flat, 50.0, 300.0, sim_fell=True)["pass"]  # the simulator's own log says it fell
+    rows = soak.per_minute(flat)
+    assert [r["minute"] for r in rows] == [1, 2, 3, 4, 5] and rows[0]["windows"] == 6
+    assert rows[0]["rss_sim_mb"] == pytest.approx(350.0) and rows[1]["rss_sim_mb"] == pytest.approx(300.0)
+    commands = soak.command_schedule(CommandBox.from_dict({"vx_mps": [-0.5, 1.0], "vy_mps": [-0.3, 0.3],
+                                                            "yaw_rate_radps": [-1.0, 1.0], "speed_max_mps": 0.9}),
+                                     0, 12)
+    assert np.all(commands[[5, 11]] == 0.0) and np.all(np.abs(commands[:5]).sum(1) > 0)
+    assert np.hypot(commands[:, 0], commands[:, 1]).max() <= 0.9 + 1e-9
+
+
+def test_soak_bench_cmd_vel_short_run_reports_rate_memory_and_the_commanded_velocity(tmp_path, onnx_policy, trained):
+    """bench/bench_soak.py for 18 s with the tiny policy (it may fall: the verdict is not asserted, its figures
+    are): three processes, the control rate near nominal, RSS per node, and the drawn commands reached the policy."""
+    pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed (pip install -e '.[ros]')")
+    from tests.ros_runs import ros_env
+
+    _, _, meta, _ = trained
+    _, script = _bench_soak()
+    out = tmp_path / "soak.json"
+    domain = ros_env(tmp_path)["ROS_DOMAIN_ID"]  # one of the tests' domains, not the bench's default
+    done = subprocess.run([sys.executable, str(script), str(onnx_policy), "--minutes", "0.3", "--sample", "3",
+                           "--every", "3", "--seed", "1", "--domain", domain, "--logs", str(tmp_path / "logs"),
+                           "--json", str(out)], capture_output=True, text=True, timeout=150)
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: a verdict failed; 2 / a traceback: broken
+    rec = json.loads(out.read_text())
+    assert rec["nominal_hz"] == pytest.approx(1.0 / meta.dt) and rec["robot"] == "quadruped"
+    assert len(rec["windows"]) == 6 and rec["per_minute"][0]["windows"] == 6
+    for w in rec["windows"]:
+        assert isinstance(w["rate_hz"], float) and isinstance(w["odom_hz"], float)
+        assert all(isinstance(w["rss_mb"][n], float) and w["rss_mb"][n] > 20.0 for n in ("sim", "policy"))
+    assert min(w["rate_hz"] for w in rec["windows"]) > 0.5 * rec["nominal_hz"], done.stdout
+    for name in ("rate", "rss", "fall"):
+        assert isinstance(rec["verdict"][name]["pass"], bool)
+    assert set(rec["verdict"]["rss"]["nodes"]) == {"sim", "policy"}
+    assert rec["verdict"]["pass"] == (done.returncode == 0)
+    # the drawn commands were sent and the policy node used them (clipped into the box; the 6th is zero)
+    cmd = np.array([w["cmd"]["vx"] for w in rec["windows"]])
+    used = np.array([w["used"]["vx"] for w in rec["windows"]])
+    assert np.abs(cmd[:5]).max() > 0.05 and abs(cmd[5]) < 1e-9
+    np.testing.assert_allclose(used, cmd, atol=0.08)
+    assert rec["policy_node"]["twists"] > 100 and rec["sim"]["applied"] > 0.5 * 18.0 * rec["nominal_hz"]
+    assert "verdict: " in done.stdout and "control rate: min" in done.stdout
 
 
 def _driver_main(argv: list[str]) -> int:

@@ -121,6 +121,11 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
           f"style vs the library: duty factor error {fmt(style['duty_factor_error'], '.3f')}, contact patterns "
           f"{fmt(style['pattern_match'], '.2f')}, stride error {fmt(style['stride_hz_error'], '.2f')} Hz; "
           f"{report['wall_seconds']:.0f} s")
+    gait = report["gait_windows"]
+    if gait["windows"]:
+        seen = ", ".join(f"{g} {n}" for g, n in sorted(gait["seen"].items(), key=lambda kv: -kv[1]))
+        print(f"  gait: {gait['as_library_gait']} of {gait['windows']} windows of {gait['window_s']:g} s at "
+              f">= {gait['min_speed_mps']:g} m/s read as the library's gait ({gait['share']:.0%}; seen: {seen})")
     if args.json is not None:
         write_report(args.json, report)
         if checkpoint is not None and checkpoint.exists():

@@ -41,6 +41,7 @@ class CommandBox:
     yaw_rate: tuple[float, float]
     speed_max: float = math.inf
     turning: tuple[float, float] | None = None  # (yaw rate rad/s, planar speed m/s)
+    gaits: tuple[tuple[str, float], ...] = ()  # the library's gaits and their top speeds (m/s), slowest first
 
     def __post_init__(self) -> None:
         for name, (lo, hi) in zip(COMMAND_NAMES, self.ranges):
@@ -81,11 +82,20 @@ class CommandBox:
         """``count`` commands (count, 3) uniform in the box, then clipped to the speed limit."""
         return self.clip(rng.uniform(self.low, self.high, size=(count, 3)))
 
+    def gait_for(self, speed: float) -> str | None:
+        """The library's gait at planar ``speed`` (m/s): the slowest that reaches it (the fastest beyond them all);
+        None when the box does not know its gaits (a plain dataset's)."""
+        for gait, top in self.gaits:
+            if speed <= top + 1e-9:
+                return gait
+        return self.gaits[-1][0] if self.gaits else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"vx_mps": list(self.vx), "vy_mps": list(self.vy), "yaw_rate_radps": list(self.yaw_rate),
                 "speed_max_mps": self.speed_max if math.isfinite(self.speed_max) else None,
                 "turning": None if self.turning is None else {"yaw_rate_radps": self.turning[0],
-                                                              "speed_mps": self.turning[1]}}
+                                                              "speed_mps": self.turning[1]},
+                "gaits": [[g, v] for g, v in self.gaits]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CommandBox:
@@ -95,7 +105,8 @@ class CommandBox:
         return cls(vx=tuple(map(float, d["vx_mps"])), vy=tuple(map(float, d["vy_mps"])),
                    yaw_rate=tuple(map(float, d["yaw_rate_radps"])),
                    speed_max=math.inf if speed is None else float(speed),
-                   turning=None if not turning else (float(turning["yaw_rate_radps"]), float(turning["speed_mps"])))
+                   turning=None if not turning else (float(turning["yaw_rate_radps"]), float(turning["speed_mps"])),
+                   gaits=tuple(sorted(((str(g), float(v)) for g, v in d.get("gaits") or ()), key=lambda g: g[1])))
 
     @classmethod
     def from_commands(cls, commands: np.ndarray) -> CommandBox:

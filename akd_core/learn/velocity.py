@@ -283,7 +283,8 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
             shaper = AMPShaper(frames, dataset, env, seed=cfg.seed)
         key = {"task": "velocity", "config": {k: v for k, v in cfg.to_dict().items() if k != "ppo"},
                "ppo": {k: v for k, v in ppo.to_dict().items() if k not in ("iterations", "bc")},
-               "dataset": str(dataset.path), "box": box.to_dict()}
+               "dataset": str(dataset.path),  # the box's gaits only label the evaluation's windows
+               "box": {k: v for k, v in box.to_dict().items() if k != "gaits"}}
         history, seconds_before = run_ppo(env, observe, (raw, obs), lambda r, a: velocity_targets(policy, r, a),
                                           actor, critic, alg, ppo, cfg.weights, checkpoint, key, tic, progress,
                                           desc="ppo velocity", shaper=shaper)

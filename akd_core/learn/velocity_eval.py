@@ -17,7 +17,11 @@ Scores (what was asked, not the clipped command):
 - ``falls`` (tracking's rule; the episode ends there);
 - ``style``: per steady command (after the settle time) the feet of the rollout against the library's at that
   command (:func:`~akd_core.learn.motion_library.style_segments`: duty factor, contact pattern, stride frequency),
-  the feet found down by forward kinematics of the simulated states.
+  the feet found down by forward kinematics of the simulated states;
+- ``gait_windows``: the steady stretches of commands at the library's gait speeds (planar speed at least
+  ``GAIT_WINDOW_SPEED``) cut into ``GAIT_WINDOW_S`` windows, each read by the foot-phase classifier
+  (:func:`akd_core.motion.classify.classify_gait` on the simulated states): the share that reads as the library's
+  gait at that command (the box's ``gaits``; the robot's default gait for a box without them).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +64,8 @@ from akd_core.physics.targets import max_target_step
 log = logging.getLogger(__name__)
 
 SETTLE_S = 0.5  # s after each command change left out of the RMSE and the style
+GAIT_WINDOW_S = 1.0  # s, the windows the gait is read on
+GAIT_WINDOW_SPEED = 0.3  # m/s: commands at least this fast (planar) are at gait speeds (slower ones creep)
 
 
 @dataclass
@@ -203,13 +210,60 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
             if inside.sum() >= 2:
                 segments.append({"command": box.clip(command), "contacts": contacts[inside], "dt": dt})
     style = style_segments(lib, segments) if segments else []
+    windows = gait_windows(robot, meta, traj, schedule, box, dt, cfg.settle_s) if steps else []
     clipped = np.abs(box.clip(traj["command"]) - traj["command"]).max(1) > 1e-9 if steps else np.zeros(0, bool)
     return {"index": draw.index, "start_demo": draw.clip, "friction": draw.friction, "mass_scale": draw.mass_scale,
             "latency_s": draw.latency_s, "pushes": len([p for p in draw.push_frames if p < steps]),
             "fell": bool(traj["fell"]), "upright_s": steps * dt, "scored_steps": int(keep.sum()),
             "sq_sum": [float(v) for v in sq], "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]),
             "yaw_rate_rmse_radps": _num(rmse[2]), "out_of_box_steps": int(clipped.sum()),
-            "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style}
+            "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style,
+            "gait_windows": windows}
+
+
+def expected_gait(robot: Robot, meta: PolicyMeta, box: CommandBox, speed: float) -> str:
+    """The library's gait at planar ``speed``: its box's, else the default gait of the robot's leg count (what
+    ``akd library`` plans by default)."""
+    gait = box.gait_for(speed)
+    if gait is None:
+        from akd_core.motion.prompt import DEFAULT_PATTERN
+
+        feet = len((meta.library or {}).get("foot_names") or [])
+        gait = DEFAULT_PATTERN.get(feet, "unknown")
+    return gait
+
+
+def gait_windows(robot: Robot, meta: PolicyMeta, traj: dict[str, Any], schedule: CommandSchedule, box: CommandBox,
+                 dt: float, settle_s: float) -> list[dict[str, Any]]:
+    """The rollout's GAIT_WINDOW_S windows at gait speeds (module docstring): per window its start (s), the
+    command, the gait expected and the gait read (with the classifier's confidence)."""
+    from akd_core.motion.classify import classify_gait
+    from akd_core.motion.clip import Motion
+
+    lib = meta.library or {}
+    if not lib.get("foot_names"):
+        return []
+    steps = len(traj["command"])
+    size = int(round(GAIT_WINDOW_S / dt))
+    bounds = np.r_[schedule.times, np.inf]
+    t = np.arange(steps) * dt
+    out = []
+    for a, b, command in zip(bounds[:-1], bounds[1:], schedule.commands):
+        asked = box.clip(command)
+        speed = float(np.hypot(asked[0], asked[1]))
+        if speed < GAIT_WINDOW_SPEED:
+            continue
+        inside = np.flatnonzero((t >= a + settle_s - 1e-9) & (t < b - 1e-9)) + 1  # the states after those steps
+        for start in range(0, len(inside) - size + 1, size):
+            frames = inside[start:start + size]
+            clip = Motion(fps=1.0 / dt, joint_names=list(robot.joint_names), joint_pos=traj["joint_pos"][frames],
+                          root_pos=traj["root_pos"][frames], root_quat=traj["root_quat"][frames],
+                          foot_names=list(lib["foot_names"]), foot_offsets=np.asarray(lib["foot_points"]))
+            seen = classify_gait(robot, clip)
+            out.append({"t": float(t[frames[0] - 1]), "command": [float(v) for v in asked],
+                        "expected": expected_gait(robot, meta, box, speed), "seen": seen.gait,
+                        "confidence": float(seen.confidence)})
+    return out
 
 
 def _num(value: float) -> float | None:
@@ -222,9 +276,15 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sq = np.sum([r["sq_sum"] for r in rows], axis=0) if rows else np.zeros(3)
     rmse = np.sqrt(sq / scored) if scored else np.full(3, np.nan)
     style = style_summary([s for r in rows for s in r["style"]])
+    windows = [w for r in rows for w in r.get("gait_windows", [])]
+    matched = sum(w["seen"] == w["expected"] for w in windows)
+    gait = {"windows": len(windows), "as_library_gait": matched,
+            "share": matched / len(windows) if windows else None,
+            "seen": dict(Counter(w["seen"] for w in windows)), "window_s": GAIT_WINDOW_S,
+            "min_speed_mps": GAIT_WINDOW_SPEED}
     return {"episodes": len(rows), "falls": sum(bool(r["fell"]) for r in rows), "vx_rmse_mps": _num(rmse[0]),
             "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]), "scored_steps": scored,
-            "out_of_box_steps": sum(r["out_of_box_steps"] for r in rows), "style": style}
+            "out_of_box_steps": sum(r["out_of_box_steps"] for r in rows), "style": style, "gait_windows": gait}
 
 
 def evaluate_velocity(robot: Robot, policy: TrackingPolicy, meta: PolicyMeta, cfg: VelocityEvalConfig,
