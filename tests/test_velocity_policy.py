@@ -223,6 +223,34 @@ def test_motion_matching_finds_the_frame_itself_and_prefers_the_command(library,
     assert abs(gap) < 0.3
 
 
+def test_a_library_used_from_another_folder_finds_its_robot_in_its_own_runs(library, quadruped, tmp_path,
+                                                                            monkeypatch):
+    """`akd library --out lib` records each demo's run relative to where it ran (lib/runs/clip_000); a URDF robot's
+    library used from elsewhere finds the run in its own runs/ folder."""
+    import json
+    import shutil
+
+    from akd_core.learn.velocity import library_robot
+
+    folder = tmp_path / "lib"
+    (folder / "dataset").mkdir(parents=True)
+    shutil.copy(library, folder / "dataset" / "dataset.hdf5")
+    with h5py.File(library, "r") as f:
+        run = Path(str(f["data/demo_0"].attrs["run"]))
+    shutil.copytree(run, folder / "runs" / "clip_000")
+    with h5py.File(folder / "dataset" / "dataset.hdf5", "a") as f:
+        env = json.loads(f["data"].attrs["env_args"])
+        f["data"].attrs["env_args"] = json.dumps({**env, "robot": "my_dog"})  # not a built-in name
+        for name in f["data"]:
+            f[f"data/{name}"].attrs["run"] = "lib/runs/clip_000"  # as recorded by `akd library --out lib`
+    monkeypatch.chdir(folder / "dataset")  # where lib/runs/clip_000 is not
+    robot = library_robot(folder)
+    assert robot.joint_names == quadruped.joint_names
+    shutil.rmtree(folder / "runs")
+    with pytest.raises(ConfigError, match="give --robot ROBOT"):
+        library_robot(folder)
+
+
 def test_a_dataset_without_commands_is_refused_naming_the_fix(tmp_path, quadruped, library):
     plain = tmp_path / "plain.hdf5"
     plain.write_bytes(library.read_bytes())

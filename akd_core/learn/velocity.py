@@ -144,14 +144,17 @@ def library_file(path: str | Path) -> tuple[Path, Path]:
 
 def library_robot(path: str | Path) -> Robot:
     """The robot a library was made for: its built-in name, else the robot of the run its first demo came from."""
-    file, _ = library_file(path)
+    file, folder = library_file(path)
     raw = read_hdf5(file)
     name = str(raw.env_args.get("robot", ""))
     if name in SKELETONS:
         return load_robot(name)
     run = raw.demos[0].attrs.get("run") if raw.demos else None
-    if run and Path(str(run)).is_dir():
-        return load_run_robot(RunDir(Path(str(run))))
+    # the run as recorded (relative to where `akd library` ran), else in the library's own runs/ (a library used
+    # from another folder, or moved)
+    for candidate in ([Path(str(run)), folder / "runs" / Path(str(run)).name] if run else []):
+        if candidate.is_dir():
+            return load_run_robot(RunDir(candidate))
     raise ConfigError(f"{file}: robot '{name}' is not a built-in robot and the run its demos came from is not at hand; "
                       "give --robot ROBOT")
 
