@@ -339,17 +339,23 @@ def _boustrophedon(cells: Sequence[tuple[int, int, int]], order: Sequence[int], 
     return ordered[::-1] if reverse else ordered
 
 
-def _spread(cells: Sequence[tuple[int, int, int]], keep: int, first: tuple[int, int, int]
+def _spread(cells: Sequence[tuple[int, int, int]], keep: int, first: tuple[int, int, int], scatter: bool = False
             ) -> list[tuple[int, int, int]]:
     """``keep`` of ``cells`` spread evenly over them: ``first``, then again and again the cell farthest (in cells)
-    from those picked (farthest-point sampling)."""
+    from those picked (farthest-point sampling), the first in ``cells``' order among cells as far; with ``scatter``
+    the one farthest from all picked together (the sum of distances), so that the cells left out scatter over the box
+    instead of gathering at the end of the order (for a1's first round: the whole +0.8 rad/s column)."""
     points = np.asarray(cells, dtype=np.float64)
     picked = [cells.index(first)]
     distance = np.linalg.norm(points - points[picked[0]], axis=1)
+    total = distance.copy()
     while len(picked) < min(keep, len(cells)):
-        nxt = int(np.argmax(distance))
+        far = np.flatnonzero(distance >= distance.max() - 1e-9)
+        nxt = int(far[np.argmax(total[far])]) if scatter else int(far[0])
         picked.append(nxt)
-        distance = np.minimum(distance, np.linalg.norm(points - points[nxt], axis=1))
+        step = np.linalg.norm(points - points[nxt], axis=1)
+        distance = np.minimum(distance, step)
+        total += step
     return [cells[i] for i in picked]
 
 
@@ -493,7 +499,8 @@ def plan_library(grid: CommandGrid, clips: int, seconds: float, seed: int = 0,
                                                     -float(targets[c][0]), c))  # forward before backward
             keep = max(len(sequence) * left // len(pieces), 1)
             while True:
-                picked = _chain(_spread(sequence, keep, gentlest), gentlest)
+                # round 0 leaves cells out altogether: scattered, so that each has covered neighbours
+                picked = _chain(_spread(sequence, keep, gentlest, scatter=round_ == 0), gentlest)
                 if keep == 1 or len(planner.fill(picked, len(planned), len(picked))) <= left:
                     break
                 keep -= 1
