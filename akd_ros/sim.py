@@ -35,6 +35,11 @@ default gains. ``lockstep``: the simulation advances one control period only whe
 a trajectory covers it), so a controller in another process runs in lock-step however slow either side is (after
 ``lockstep_timeout`` seconds it steps on with the held target and counts a missed command). Otherwise it runs at
 ``real_time_factor`` times real time (0: as fast as it can).
+
+Reset: the service ``~/reset`` (std_srvs/Trigger, ``/akd_sim/reset``) puts the robot back in its start state and PD
+target before the next control period (a streamed command or trajectory not yet applied is dropped); simulated time
+runs on. Each fall is logged ("the robot fell at t = ..."; again after a reset), and the final summary counts the
+falls and resets.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from akd_core.io.errors import AKDError, ConfigError, MotionError
@@ -230,10 +236,12 @@ class SimNode(Node):
             values[f.name] = list(param.value or []) if isinstance(default, list) else param.value
         values["topics"] = {name: str(self.get_parameter(name).value) for name in defaults.topics}
         self.options = options = SimOptions(**values)
-        setup = resolve_setup(options)
+        self.setup = setup = resolve_setup(options)
         self.robot, self.physics = setup.robot, setup.physics
         self.world = SimWorld(self.robot, self.physics)
         self.state = self.world.reset(setup.state, setup.target)
+        self.reset_requested = False
+        self.falls = self.resets = 0
         self.limits = JointLimits.from_robot(self.robot)
         self.joint_names = list(self.robot.joint_names)
         self.period_ns = int(round(self.physics.dt * NS_PER_S))
@@ -266,6 +274,7 @@ class SimNode(Node):
         if topics.get("position_commands_topic"):
             self.create_subscription(Float64MultiArray, topics["position_commands_topic"], self._on_command,
                                      _qos(100))
+        self.create_service(Trigger, "~/reset", self._on_reset)
         self.get_logger().info(
             f"simulating '{self.robot.name}' ({len(self.joint_names)} joints) from {setup.source}: control "
             f"{1.0 / self.physics.dt:g} Hz, MuJoCo step {self.physics.sim_dt * 1e3:g} ms"
@@ -322,6 +331,21 @@ class SimNode(Node):
                                             self.world.last_target)
         self.pending = None
         self.get_logger().info(f"following a trajectory of {len(times)} points over {times[-1] / NS_PER_S:.2f} s")
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.reset_requested = True
+        response.success = True
+        response.message = (f"the robot returns to its start state ({self.setup.source}) before the next control "
+                            "period")
+        return response
+
+    def reset(self) -> None:
+        """Back to the start state and target (the service's request, taken between control periods)."""
+        self.state = self.world.reset(self.setup.state, self.setup.target)
+        self.prev_lin_vel = np.asarray(self.state.root_lin_vel, np.float64)
+        self.pending, self.trajectory, self.reset_requested = None, None, False
+        self.resets += 1
+        self.get_logger().info(f"reset to the start state at t = {self.now_ns() / NS_PER_S:.2f} s")
 
     def _drop(self, reason: str) -> None:
         self.dropped += 1
@@ -404,7 +428,7 @@ class SimNode(Node):
         frames = int(round(opts.duration / self.physics.dt)) if opts.duration > 0 else None
         wall0 = time.monotonic()
         self.publish()
-        fell_logged = False
+        down = False  # fallen and not reset since
         while rclpy.ok(context=self.context) and (frames is None or self.frame < frames):
             if opts.lockstep:
                 end = time.monotonic() + opts.lockstep_timeout
@@ -420,14 +444,19 @@ class SimNode(Node):
                     due = wall0 + (self.frame + 1) * self.physics.dt / opts.real_time_factor
                     while time.monotonic() < due and rclpy.ok(context=self.context):
                         executor.spin_once(timeout_sec=max(0.0, min(0.002, due - time.monotonic())))
+            if self.reset_requested:
+                self.reset()
+                down = False
             self.step()
             self.publish()
-            if not fell_logged and self.world.fallen(self.state):
-                fell_logged = True
+            if not down and self.world.fallen(self.state):
+                down = True
+                self.falls += 1
                 self.get_logger().warning(f"the robot fell at t = {self.now_ns() / NS_PER_S:.2f} s")
         self.get_logger().info(
             f"simulated {self.now_ns() / NS_PER_S:.2f} s: {self.applied} commands applied, {self.dropped} dropped, "
-            f"{self.missed} missed, fell: {'yes' if fell_logged else 'no'}")
+            f"{self.missed} missed, fell: {'yes' if self.falls else 'no'} ({self.falls} falls, {self.resets} "
+            "resets)")
         executor.spin_once(timeout_sec=0.2)  # let the last messages go out
 
 

@@ -160,6 +160,13 @@ class Recorder:
         self.node.create_subscription(Float64MultiArray, "/position_controller/commands", self._on_pd, qos)
         self.node.create_subscription(Odometry, "/odom", self._on_odom, qos)
         self.node.create_subscription(TwistStamped, "/akd_policy/command", self._on_used, qos)
+        from std_srvs.srv import Trigger
+
+        self.Trigger = Trigger
+        self.reset_client = self.node.create_client(Trigger, "/akd_sim/reset")
+        self.reset_on_fall = True
+        self.down = False  # fallen and not seen up since
+        self.falls: list[float] = []  # steady times of each fall
         self.pub = self.node.create_publisher(Twist, "/cmd_vel", 10)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
@@ -201,6 +208,13 @@ class Recorder:
             w.fell = True
             if self.fell_at is None:
                 self.fell_at = now
+            if not self.down:  # a new fall: counted, and the simulator asked to put the robot back
+                self.down = True
+                self.falls.append(now)
+                if self.reset_on_fall and self.reset_client.service_is_ready():
+                    self.reset_client.call_async(self.Trigger.Request())
+        else:
+            self.down = False
 
     def send(self, command: np.ndarray | None) -> None:
         """Publish the Twist (None: publish nothing, the watchdog will zero the command)."""
@@ -262,7 +276,8 @@ def spans(duration_s: float) -> tuple[tuple[float, float], tuple[float, float]]:
     return (span, 2 * span), (duration_s - span, duration_s)
 
 
-def verdict(windows: list[dict], nominal_hz: float, duration_s: float, sim_fell: bool | None) -> dict:
+def verdict(windows: list[dict], nominal_hz: float, duration_s: float, sim_fell: bool | None,
+            falls_s: list[float] | None = None) -> dict:
     rates = [w["rate_hz"] for w in windows]
     rate_min = min(rates) if rates else 0.0
     rate = {"nominal_hz": nominal_hz, "min_hz": rate_min, "mean_hz": float(np.mean(rates)) if rates else 0.0,
@@ -285,7 +300,8 @@ def verdict(windows: list[dict], nominal_hz: float, duration_s: float, sim_fell:
         rss["pass"] = rss["pass"] and ok
     fell_windows = [w["t_s"] for w in windows if w["fell"]]
     fall = {"fell": bool(fell_windows) or bool(sim_fell), "first_window_s": fell_windows[0] if fell_windows else None,
-            "sim_log_fell": sim_fell,
+            "sim_log_fell": sim_fell, "falls": len(falls_s or []) or int(bool(fell_windows) or bool(sim_fell)),
+            "falls_at_s": [round(t, 1) for t in falls_s or []],
             "rule": "tilt > FALL_TILT_DEG or base height < FALL_HEIGHT_FRACTION * its first /odom height, or the "
                     "simulator's 'fell: yes'"}
     fall["pass"] = bool(windows) and not fall["fell"]
@@ -347,9 +363,11 @@ def print_verdict(v: dict) -> None:
         else:
             print(f"  {name}: {n['baseline_mb']:.1f} MB -> {n['final_mb']:.1f} MB ({n['growth_pct']:+.2f} %)")
     f = v["fall"]
+    times = ", ".join(f"{t:g}" for t in f.get("falls_at_s", [])[:20])
     print(f"fall: {'FELL (first in the window ending at ' + str(f['first_window_s']) + ' s)' if f['fell'] else 'none'}"
-          f" (simulator's log: {'fell' if f['sim_log_fell'] else 'n/a' if f['sim_log_fell'] is None else 'no fall'})"
-          f"  {'PASS' if f['pass'] else 'FAIL'}")
+          + (f"; {f['falls']} falls, at {times} s (each reset to the start state)" if times else "")
+          + f" (simulator's log: {'fell' if f['sim_log_fell'] else 'n/a' if f['sim_log_fell'] is None else 'no fall'})"
+          + f"  {'PASS' if f['pass'] else 'FAIL'}")
     print(f"verdict: {'PASS' if v['pass'] else 'FAIL'}")
 
 
@@ -378,6 +396,7 @@ def run(args: argparse.Namespace) -> int:
     previous_term = signal.signal(signal.SIGTERM, _terminate)
     try:
         recorder = Recorder(box)  # subscribed before the simulator starts publishing
+        recorder.reset_on_fall = not args.no_reset
         children["sim"] = start_node(
             ["-m", "akd_ros.sim", "--ros-args", "-p", f"robot:={robot}", "-p", f"policy:={policy_path}",
              "-p", f"clip:={args.clip}", "-p", "lockstep:=false", "-p", "real_time_factor:=1.0",
@@ -469,7 +488,8 @@ def run(args: argparse.Namespace) -> int:
         "windows": windows,
         "per_minute": per_minute(windows),
     }
-    result["verdict"] = verdict(windows, nominal_hz, duration_s, sim_fell)
+    result["verdict"] = verdict(windows, nominal_hz, duration_s, sim_fell, [t - t0 for t in recorder.falls])
+    result["reset_on_fall"] = not args.no_reset
     print()
     print_table(result["per_minute"])
     print()
@@ -501,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds to wait for the nodes to start (and for the simulator to finish)")
     parser.add_argument("--logs", default=None, help="directory for the node logs (default: a new temporary one)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--no-reset", action="store_true",
+                        help="leave a fallen robot down (default: each fall is counted and the simulator's ~/reset "
+                             "service puts the robot back in its start state, so the soak goes on)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each window as it ends")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.every <= 0 or args.sample <= 0:

@@ -146,6 +146,37 @@ def test_sim_drops_commands_outside_the_urdf_limits_and_holds_the_last_targets(t
     assert "following a trajectory" not in log
 
 
+RESET_CLIENT = """
+import sys, time, rclpy
+from std_srvs.srv import Trigger
+rclpy.init()
+node = rclpy.create_node("reset_client")
+client = node.create_client(Trigger, "/akd_sim/reset")
+assert client.wait_for_service(timeout_sec=60.0), "no /akd_sim/reset service"
+for _ in range(2):
+    future = client.call_async(Trigger.Request())
+    rclpy.spin_until_future_complete(node, future, timeout_sec=10.0)
+    print("reply", future.result().success, future.result().message, flush=True)
+    time.sleep(0.5)
+"""
+
+
+def test_sim_reset_service_puts_the_robot_back_and_the_summary_counts_resets_and_falls(tmp_path, trot_run):
+    """`/akd_sim/reset` (std_srvs/Trigger) from another process: the node resets before its next control period,
+    logs it, and its summary counts the resets and falls (what bench/bench_soak.py relies on to go on after a fall)."""
+    env = ros_env(tmp_path)
+    sim = start(_params("akd_ros.sim", run_dir=trot_run.path, real_time_factor=1.0, duration=10.0), env,
+                tmp_path / "sim.log")
+    client = start(["-c", RESET_CLIENT], env, tmp_path / "client.log")
+    assert _finish(client, 90, tmp_path / "client.log") == 0, (tmp_path / "client.log").read_text()
+    assert _finish(sim, 90, tmp_path / "sim.log") == 0
+    replies = (tmp_path / "client.log").read_text()
+    assert replies.count("reply True the robot returns to its start state") == 2, replies
+    log = (tmp_path / "sim.log").read_text()
+    assert len(re.findall(r"reset to the start state at t = [\d.]+ s", log)) == 2, log[-3000:]
+    assert "fell: no (0 falls, 2 resets)" in log and not _summary(log)["fell"]
+
+
 @pytest.fixture(scope="module")
 def onnx_policy(tmp_path_factory, trot_run):
     from akd_core.learn.bc import BCConfig, train_bc
