@@ -24,9 +24,12 @@ It accepts PD targets as ros2_control's controllers take them:
   it over the period (AKD's tracking and policies assume exactly this). A streamed command replaces a trajectory.
 
 The PD law is the tracking's (``tau = clamp(kp (target - q) - kd qdot, effort)``, position actuators).
-Safety: a command outside the URDF limits (a position outside [lower, upper], or a step from the current target
-faster than the velocity limit; for a trajectory, any point or any step between points) is dropped, the last valid
-targets are held, and the violation is logged: never applied.
+Safety: a command outside the URDF limits (a position outside [lower, upper], or a step faster than the velocity
+limit: from the streamed command before it, from the current target for a stream's first command or after a reset or a
+trajectory; for a trajectory, any point or any step between points) is dropped, the last valid targets are held, and
+the violation is logged: never applied. (A streamed command is checked against the one before it, not against the
+target applied, so that one arriving a period late, just before the next, is not taken for a jump: the latest
+applies.)
 
 Start: ``run_dir`` starts from ``tracked.npz``'s first state and target with the run's physics (kp, kd, armature,
 contact, control period and step: replaying its PD targets reproduces it); ``policy`` (an ONNX export) from a clip's
@@ -249,6 +252,7 @@ class SimNode(Node):
         self.base_frame = options.base_frame or self.robot.root_link
         self.trajectory: TrajectoryCommand | None = None
         self.pending: np.ndarray | None = None  # a streamed command not applied yet
+        self.accepted: np.ndarray | None = None  # the last streamed command that passed the checks
         self.applied = self.dropped = self.missed = 0
         self.prev_lin_vel = np.asarray(self.state.root_lin_vel, np.float64)
         topics = options.topics
@@ -296,14 +300,16 @@ class SimNode(Node):
             self._drop(f"a command with {values.size} values (expected {len(self.joint_names)}, in the order "
                        f"{self.joint_names})")
             return
-        current = self.world.last_target
+        # the stream's own rate: the step from the command before it (a command that comes a period late, together
+        # with the next, is not a jump), or from the current target for a stream's first command
+        previous = self.world.last_target if self.accepted is None else self.accepted
         found = position_violations(values[None], self.limits, "streamed PD target")
-        found += velocity_violations(((values - current) / self.physics.dt)[None], self.limits,
+        found += velocity_violations(((values - previous) / self.physics.dt)[None], self.limits,
                                      "streamed PD target step rate")
         if found:
             self._drop("; ".join(v.describe() for v in found[:3]))
             return
-        self.pending = values
+        self.pending = self.accepted = values
         self.trajectory = None
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
@@ -329,7 +335,7 @@ class SimNode(Node):
         stamp = msg.header.stamp.sec * NS_PER_S + msg.header.stamp.nanosec
         self.trajectory = TrajectoryCommand(stamp if stamp > 0 else self.now_ns(), times, positions,
                                             self.world.last_target)
-        self.pending = None
+        self.pending = self.accepted = None
         self.get_logger().info(f"following a trajectory of {len(times)} points over {times[-1] / NS_PER_S:.2f} s")
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -343,7 +349,7 @@ class SimNode(Node):
         """Back to the start state and target (the service's request, taken between control periods)."""
         self.state = self.world.reset(self.setup.state, self.setup.target)
         self.prev_lin_vel = np.asarray(self.state.root_lin_vel, np.float64)
-        self.pending, self.trajectory, self.reset_requested = None, None, False
+        self.pending, self.accepted, self.trajectory, self.reset_requested = None, None, None, False
         self.resets += 1
         self.get_logger().info(f"reset to the start state at t = {self.now_ns() / NS_PER_S:.2f} s")
 

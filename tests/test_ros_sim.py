@@ -146,6 +146,42 @@ def test_sim_drops_commands_outside_the_urdf_limits_and_holds_the_last_targets(t
     assert "following a trajectory" not in log
 
 
+def test_streamed_commands_are_checked_against_the_one_before_so_a_late_one_is_not_a_jump():
+    """Two commands of a smooth stream that arrive in one control period (the first a period late) both pass, the
+    later applies; a step beyond the velocity limit from the command before it is dropped; after a reset the stream
+    starts again from the start target."""
+    import rclpy
+    from std_msgs.msg import Float64MultiArray
+
+    from akd_ros.sim import SimNode, SimOptions
+
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    try:
+        node = SimNode(SimOptions(robot="quadruped"), context=context)
+        start = node.world.last_target.copy()
+        joint = int(np.argmax(node.limits.upper - start))  # the joint with the most room above its start
+        step = np.zeros_like(start)
+        step[joint] = 0.9 * node.limits.velocity[joint] * node.physics.dt  # 90 % of its limit in one period
+        assert start[joint] + 5 * step[joint] < node.limits.upper[joint]
+        send = lambda values: node._on_command(Float64MultiArray(data=[float(v) for v in values]))  # noqa: E731
+        send(start + step)
+        send(start + 2 * step)  # a period late: two steps from the target applied, one from the command before
+        assert node.dropped == 0 and np.allclose(node.pending, start + 2 * step)
+        node.step()
+        np.testing.assert_allclose(node.world.last_target, start + 2 * step)
+        send(start + 5 * step)  # three steps from the command before: a jump
+        assert node.dropped == 1 and node.pending is None
+        node.reset()
+        send(start + 3 * step)  # one step from the last command, three from the start target it was reset to
+        assert node.dropped == 2
+        send(start + step)
+        assert node.dropped == 2 and np.allclose(node.pending, start + step)
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
 RESET_CLIENT = """
 import sys, time, rclpy
 from std_srvs.srv import Trigger
