@@ -417,7 +417,7 @@ def test_gait_windows_read_the_rollouts_feet_as_the_librarys_gait(trained, quadr
         seen[spec.pattern] = windows[0]["seen"]
     assert seen == {"trot": "trot", "pace": "pace"}
     walk_trot = CommandBox(vx=(-0.5, 1.0), vy=(-0.3, 0.3), yaw_rate=(-1, 1), gaits=(("walk", 0.3), ("trot", 1.0)))
-    assert [expected_gait(quadruped, meta, walk_trot, v) for v in (0.2, 0.5, 1.4)] == ["walk", "trot", "trot"]
+    assert [expected_gait(meta, walk_trot, v) for v in (0.2, 0.5, 1.4)] == ["walk", "trot", "trot"]
     assert CommandBox.from_dict(walk_trot.to_dict()).gaits == walk_trot.gaits
 
 

@@ -221,7 +221,7 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
             "gait_windows": windows}
 
 
-def expected_gait(robot: Robot, meta: PolicyMeta, box: CommandBox, speed: float) -> str:
+def expected_gait(meta: PolicyMeta, box: CommandBox, speed: float) -> str:
     """The library's gait at planar ``speed``: its box's, else the default gait of the robot's leg count (what
     ``akd library`` plans by default)."""
     gait = box.gait_for(speed)
@@ -261,7 +261,7 @@ def gait_windows(robot: Robot, meta: PolicyMeta, traj: dict[str, Any], schedule:
                           foot_names=list(lib["foot_names"]), foot_offsets=np.asarray(lib["foot_points"]))
             seen = classify_gait(robot, clip)
             out.append({"t": float(t[frames[0] - 1]), "command": [float(v) for v in asked],
-                        "expected": expected_gait(robot, meta, box, speed), "seen": seen.gait,
+                        "expected": expected_gait(meta, box, speed), "seen": seen.gait,
                         "confidence": float(seen.confidence)})
     return out
 
