@@ -149,8 +149,9 @@ class Recorder:
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
         from std_msgs.msg import Float64MultiArray
+        from std_srvs.srv import Trigger
 
-        self.rclpy, self.Twist = rclpy, Twist
+        self.rclpy, self.Twist, self.Trigger = rclpy, Twist, Trigger
         self.box = box
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context, signal_handler_options=SignalHandlerOptions.NO)
@@ -160,9 +161,6 @@ class Recorder:
         self.node.create_subscription(Float64MultiArray, "/position_controller/commands", self._on_pd, qos)
         self.node.create_subscription(Odometry, "/odom", self._on_odom, qos)
         self.node.create_subscription(TwistStamped, "/akd_policy/command", self._on_used, qos)
-        from std_srvs.srv import Trigger
-
-        self.Trigger = Trigger
         self.reset_client = self.node.create_client(Trigger, "/akd_sim/reset")
         self.reset_on_fall = True
         self.down = False  # fallen and not seen up since
