@@ -387,6 +387,60 @@ def test_ball_like_mesh_feet_plan_as_spheres_through_the_contact_point_and_flat_
         assert not ball_feet(engine.model, engine.feet), name
 
 
+def test_rounded_mesh_feet_plan_as_the_sphere_of_their_cap():
+    """go2's feet are convex meshes rounded at the bottom but not balls (they carry the end of the shank): each
+    stance foot makes several mesh-plane contacts. Its planning model rolls out the sphere of the cap instead, and
+    that sphere reaches as deep as the mesh (within 1 mm) at every orientation within 25 deg of the start pose's, so
+    contact forces are the mesh's; each stance foot then makes one contact. A box (a flat sole) has no cap sphere."""
+    import mujoco
+
+    from akd_core.motion.gait import GaitSpec, generate_gait
+    from akd_core.physics.engines.mujoco import _cap_sphere, ball_feet
+
+    go2 = load_urdf(example_robot_urdf("go2"))
+    setup = TR.build(go2, generate_gait(go2, GaitSpec(pattern="trot", speed=0.3), duration=0.2, fps=50.0),
+                     TR.TrackingConfig())
+    fine, plan = setup.engine, setup.planning_engine
+    caps = ball_feet(fine.model, fine.feet)
+    assert plan is not fine and len(caps) == 4
+    df = mujoco.MjData(fine.model)
+    mujoco.mj_setState(fine.model, df, fine.start(setup.start).physics, fine.spec)
+    mujoco.mj_forward(fine.model, df)
+    rng = np.random.default_rng(0)
+    for g, (centre, radius) in caps.items():
+        body = fine.model.geom_bodyid[g]
+        sphere = [s for s in range(plan.model.ngeom) if plan.model.geom_bodyid[s] == body
+                  and plan.model.geom_type[s] == mujoco.mjtGeom.mjGEOM_SPHERE]
+        assert len(sphere) == 1 and plan.model.geom_size[sphere[0], 0] == pytest.approx(radius)
+        np.testing.assert_allclose(plan.model.geom_pos[sphere[0]], centre, atol=1e-9)
+        mid = fine.model.geom_dataid[g]
+        verts = fine.model.mesh_vert[fine.model.mesh_vertadr[mid]:fine.model.mesh_vertadr[mid]
+                                     + fine.model.mesh_vertnum[mid]].astype(np.float64)
+        mesh_rot = np.zeros(9)
+        mujoco.mju_quat2Mat(mesh_rot, fine.model.geom_quat[g])
+        in_body = verts @ mesh_rot.reshape(3, 3).T + fine.model.geom_pos[g]
+        body_rot = df.xmat[body].reshape(3, 3)
+        for _ in range(50):  # the foot tilted by up to 25 deg about a random horizontal axis
+            axis = np.append(rng.normal(size=2), 0.0)
+            tilt = np.zeros(9)
+            quat = np.zeros(4)
+            mujoco.mju_axisAngle2Quat(quat, axis / np.linalg.norm(axis), np.radians(rng.uniform(-25, 25)))
+            mujoco.mju_quat2Mat(tilt, quat)
+            rot = tilt.reshape(3, 3) @ body_rot
+            lowest_mesh = (in_body @ rot.T)[:, 2].min()
+            lowest_sphere = (rot @ centre)[2] - radius
+            assert lowest_sphere == pytest.approx(lowest_mesh, abs=1e-3)
+    d = mujoco.MjData(plan.model)
+    mujoco.mj_setState(plan.model, d, plan.start(setup.start).physics, plan.spec)
+    for engine, model, data in ((fine, fine.model, df), (plan, plan.model, d)):
+        data.ctrl[engine.act] = setup.feedforward[0]
+        mujoco.mj_step(model, data, nstep=int(round(0.1 / model.opt.timestep)))  # settle on the feet
+    assert d.ncon == 4 < df.ncon
+    box = np.array([[x, y, z] for x in (-0.05, 0.05) for y in (-0.03, 0.03) for z in (-0.01, 0.01)])
+    box = np.concatenate([box, rng.uniform(-1, 1, (200, 3)) * [0.05, 0.03, 0.01]])  # points inside too
+    assert _cap_sphere(box, np.array([0.0, 0.0, -0.01]), float(np.linalg.norm([0.05, 0.03, 0.01]))) is None
+
+
 def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, caplog):
     """If the planner ends worse than the feedforward or naive replay (upright first, then link error), the better
     replay is stored instead, and the metrics and the log say so."""

@@ -65,7 +65,9 @@ def non_foot_contacts(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray,
     root = model.jnt_qposadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "root")]
     qpos_adr = np.array([model.jnt_qposadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n)]
                          for n in robot.joint_names], dtype=int)
-    foot_bodies = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in feet}
+    foot_body = np.zeros(model.nbody, dtype=bool)
+    foot_body[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in feet]] = True
+    names = [model.body(b).name for b in range(model.nbody)]
     robot_body = np.ones(model.nbody, dtype=bool)
     robot_body[0] = False  # the world body: the terrain (or the ground plane)
     frames = len(joint_pos)
@@ -79,14 +81,14 @@ def non_foot_contacts(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray,
         data.qpos[qpos_adr] = joint_pos[f]
         mujoco.mj_kinematics(model, data)
         mujoco.mj_collision(model, data)
-        links = set()
-        for c in data.contact[:data.ncon]:
-            a, b = int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2])
-            if robot_body[a] == robot_body[b] or c.dist >= NON_FOOT_CONTACT_M:
-                continue  # robot-robot or world-world, or farther than the tolerance
-            body = a if robot_body[a] else b
-            if body not in foot_bodies:
-                links.add(model.body(body).name)
+        n = data.ncon
+        if not n:
+            continue
+        bodies = model.geom_bodyid[data.contact.geom[:n]]  # (n, 2)
+        mixed = (robot_body[bodies[:, 0]] != robot_body[bodies[:, 1]]) & (data.contact.dist[:n] < NON_FOOT_CONTACT_M)
+        # robot-robot or world-world pairs, or pairs farther than the tolerance, do not count
+        mine = np.where(robot_body[bodies[mixed, 0]], bodies[mixed, 0], bodies[mixed, 1])
+        links = {names[b] for b in mine if not foot_body[b]}
         touched[f] = bool(links)
         for name in links:
             counts[name] = counts.get(name, 0) + 1

@@ -115,11 +115,80 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     return model, mujoco.MjData(model)
 
 
+# A rounded foot (a mesh whose surface about its contact point is a spherical cap, e.g. go2's) plans as the sphere
+# that has the mesh's depth below the ground at every orientation the foot meets the ground in: the sphere's support
+# (how far the geom reaches along a direction) within ROUND_FOOT_DEPTH_TOL_M of the mesh's over every direction within
+# ROUND_FOOT_CONE_DEG of the contact normal. The depth is what sets a contact's force; where on the cap the contact
+# sits moves by a few millimetres with the mesh's vertices anyway.
+ROUND_FOOT_CONE_DEG = 30.0
+ROUND_FOOT_DEPTH_TOL_M = 1e-3
+ROUND_FOOT_WINDOWS = (0.25, 0.35, 0.45, 0.6, 0.8)  # fit windows about the contact point, x the mesh's bounding radius
+
+
+def _mesh_vertices(model, geom: int) -> np.ndarray:
+    """(V, 3) a mesh geom's vertices in its body's frame."""
+    mujoco, _ = import_mujoco()
+    mesh = int(model.geom_dataid[geom])
+    start = int(model.mesh_vertadr[mesh])
+    verts = np.asarray(model.mesh_vert[start:start + int(model.mesh_vertnum[mesh])], dtype=np.float64)
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, np.asarray(model.geom_quat[geom], dtype=np.float64))
+    return verts @ rot.reshape(3, 3).T + np.asarray(model.geom_pos[geom], dtype=np.float64)
+
+
+def _cone(axis: np.ndarray, degrees: float, count: int = 256) -> np.ndarray:
+    """(count, 3) unit directions spread evenly (a Fibonacci spiral) over the cone of half-angle ``degrees``."""
+    k = np.arange(count) + 0.5
+    cos_t = 1.0 - (1.0 - np.cos(np.radians(degrees))) * k / count
+    sin_t = np.sqrt(1.0 - cos_t ** 2)
+    phi = k * np.pi * (3.0 - np.sqrt(5.0))
+    local = np.stack([sin_t * np.cos(phi), sin_t * np.sin(phi), cos_t], axis=1)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = np.cross(axis, helper)
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(axis, e1)
+    return local @ np.stack([e1, e2, axis])
+
+
+def _cap_sphere(verts: np.ndarray, point: np.ndarray, rbound: float) -> tuple[np.ndarray, float] | None:
+    """The sphere (centre, radius; body frame) of a mesh's spherical cap about its contact point ``point``: a
+    least-squares sphere through the vertices within a window of the point (the window of ROUND_FOOT_WINDOWS whose
+    sphere matches the mesh's support best over the contact cone), or None where no sphere matches within
+    ROUND_FOOT_DEPTH_TOL_M (a flat sole, an edge) or the point is not on the mesh."""
+    dist = np.linalg.norm(verts - point, axis=1)
+    if dist.min() > 0.1 * rbound:
+        return None
+    best = None
+    for window in ROUND_FOOT_WINDOWS:
+        near = verts[dist <= window * rbound]
+        if len(near) < 10:
+            continue
+        a = np.concatenate([2.0 * near, np.ones((len(near), 1))], axis=1)
+        sol = np.linalg.lstsq(a, (near ** 2).sum(1), rcond=None)[0]
+        centre = sol[:3]
+        radius2 = sol[3] + centre @ centre
+        if radius2 <= 0.0:
+            continue
+        radius = float(np.sqrt(radius2))
+        normal = point - centre
+        if np.linalg.norm(normal) < 1e-9 or radius > 2.0 * rbound:  # nearly flat: not a foot to roll on
+            continue
+        dirs = _cone(normal / np.linalg.norm(normal), ROUND_FOOT_CONE_DEG)
+        err = float(np.abs((dirs @ verts.T).max(1) - (dirs @ centre + radius)).max())
+        if best is None or err < best[2]:
+            best = (centre, radius, err)
+    if best is None or best[2] > ROUND_FOOT_DEPTH_TOL_M:
+        return None
+    return best[0], best[1]
+
+
 def ball_feet(model, feet: Feet) -> dict[int, tuple[np.ndarray, float]]:
-    """Colliding mesh geoms of the foot bodies that are ball-like: geom id -> (centre in the body frame, radius r from
-    there to the foot's contact point), where the mesh's largest half-extent is 0.8-1.2 r and it fits within 1.6 r
-    (solo12's wheel-like feet: 0.016 m against r 0.0159). A foot with several contact points (Talos's heel and toe)
-    is not ball-like."""
+    """Colliding mesh geoms of the foot bodies that are round: geom id -> (centre, radius) in the body frame of the
+    sphere a planning model may roll out instead. A ball-like mesh (its largest half-extent 0.8-1.2 r and fitting
+    within 1.6 r, r the distance from the mesh's frame to the foot's contact point; solo12's wheel-like feet: 0.016 m
+    against r 0.0159) gives the sphere through the contact point centred on the mesh's frame; a mesh whose surface
+    about the contact point is a spherical cap (go2's feet, :func:`_cap_sphere`) gives that cap's sphere. A foot with
+    several contact points (Talos's heel and toe) is not round."""
     mujoco, _ = import_mujoco()
     points = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n): np.asarray(p, dtype=np.float64)
               for n, p in zip(feet.names, feet.points) if feet.names.count(n) == 1}  # heel + toe: not a ball
@@ -134,14 +203,19 @@ def ball_feet(model, feet: Feet) -> dict[int, tuple[np.ndarray, float]]:
         half = float(np.max(model.geom_aabb[g, 3:]))
         if radius > 1e-4 and 0.8 * radius <= half <= 1.2 * radius and model.geom_rbound[g] <= 1.6 * radius:
             out[g] = (centre, radius)
+            continue
+        cap = _cap_sphere(_mesh_vertices(model, g), points[body], float(model.geom_rbound[g]))
+        if cap is not None:
+            out[g] = cap
     return out
 
 
 def simplify_contacts(spec, feet: Feet) -> None:
-    """Cheaper contacts for a planning model (:func:`build_mujoco` ``simple_contacts``): a ball-like mesh foot
-    (:func:`ball_feet`) becomes the sphere through its contact point centred on the mesh's frame, one contact instead
-    of the several a mesh-plane pair makes (solo12: 4.6 -> 1.5 per step, about half the step time), and geoms of zero
-    size stop colliding. Flat feet and every other geom are kept."""
+    """Cheaper contacts for a planning model (:func:`build_mujoco` ``simple_contacts``): a round mesh foot
+    (:func:`ball_feet`: a ball-like mesh, or one rounded about its contact point) becomes its sphere, one contact
+    instead of the several a mesh-plane pair makes (solo12: 4.6 -> 1.5 per step, about half the step time; go2: 4.7
+    -> 2 per step, 23.5 -> 15.9 us), and geoms of zero size stop colliding. Flat feet and every other geom are
+    kept."""
     mujoco, _ = import_mujoco()
     for k, geom in enumerate(spec.geoms):  # unnamed geoms get names to find them in the compiled model
         geom.name = geom.name or f"akd_planning_geom{k}"
@@ -180,7 +254,7 @@ class MujocoEngine:
     stiffness of the model it plans for, instead of the softer contacts MuJoCo's two-step floor would give it. Its
     states are the same vectors as the fine model's (same MJCF, another ``opt.timestep``), so a planner can roll out
     candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`). ``simple_contacts`` gives such a
-    model sphere feet where the robot's are ball-like meshes (:func:`simplify_contacts`); the state vectors stay the
+    model sphere feet where the robot's are round meshes (:func:`simplify_contacts`); the state vectors stay the
     same. ``terrain`` (None: flat ground): what the robot stands on (:func:`build_mujoco`)."""
 
     name = "mujoco"
