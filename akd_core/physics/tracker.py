@@ -189,6 +189,11 @@ SWING_HORIZON_FACTOR = 1.5
 # 40 -> 23 us (4.6 -> 1.5 contacts per step); go2's rounded feet 23.5 -> 15.9 us, its "trot forward" 5.1 -> 3.5 s.
 SIMPLE_PLANNING_CONTACTS = True
 
+# The tracker's MuJoCo models list their robot-ground contacts as explicit pairs where that is exact (MuJoCo's
+# use_ground_pairs: flat ground, no self-collisions), instead of finding them with the broadphase at every step: the
+# same rollouts, 10-17 % less time a step (b1 16.1 -> 13.9 us, anymal_b 17.8 -> 14.8, hyq 14.4 -> 12.9).
+GROUND_PAIRS = True
+
 
 @dataclass(frozen=True)
 class FastPreset:
@@ -329,7 +334,8 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     schedule = contact_schedule(robot, reference)  # every contact part of every foot (heel and toe of a sole)
     feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
-    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain)
+    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain,
+                         **({"ground_pairs": GROUND_PAIRS} if name == "mujoco" else {}))
     biped = is_biped(robot, reference)
     planning_engine = planning_model(cfg, engine, robot, physics, biped)
     root0, shift = start_pose(robot, reference, terrain)
@@ -407,7 +413,7 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
         return engine
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
                        engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt),
-                       simple_contacts=simple, terrain=engine.terrain)
+                       simple_contacts=simple, terrain=engine.terrain, ground_pairs=GROUND_PAIRS)
 
 
 # ----------------------------------------------------------------------------- execution record

@@ -50,12 +50,14 @@ def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
 
 def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
                  link_names: list[str] | None = None, contact_timeconst_s: float | None = None,
-                 simple_contacts: bool = False, terrain: Terrain | None = None):
+                 simple_contacts: bool = False, terrain: Terrain | None = None, ground_pairs: bool = False):
     """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
     also the sensors :class:`MujocoEngine` reads. ``contact_timeconst_s`` (a planning model, see
     :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps. ``terrain``
     (None: flat): its geoms replace the ground plane, with the plane's material (friction, contact time constant,
-    and for an MJCF robot the plane's priority over the robot's geoms)."""
+    and for an MJCF robot the plane's priority over the robot's geoms). ``ground_pairs``: the same contacts as
+    explicit robot-ground pairs where that is exact (:func:`use_ground_pairs`); a model whose geoms' contact
+    parameters are edited after it is built (randomised friction) must not ask for them."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
     timeconst = contact_timeconst(physics, timestep) if contact_timeconst_s is None else float(contact_timeconst_s)
@@ -109,10 +111,79 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
                         objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=joint)
     if simple_contacts and feet is not None:
         simplify_contacts(spec, feet)
+    if ground_pairs and flat:
+        use_ground_pairs(spec)
     if contact_timeconst_s is not None and timeconst < 2.0 * timestep:
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE  # keep the stiffness MuJoCo would clamp
     model = spec.compile()
     return model, mujoco.MjData(model)
+
+
+def colliding(model) -> np.ndarray:
+    """(ngeom,) which geoms of a compiled model collide with something: through the contype/conaffinity filter or in
+    an explicit pair (:func:`use_ground_pairs`)."""
+    out = (model.geom_contype != 0) | (model.geom_conaffinity != 0)
+    out[model.pair_geom1] = True
+    out[model.pair_geom2] = True
+    return out
+
+
+def use_ground_pairs(spec) -> bool:
+    """Where the robot's geoms can touch only the ground plane (no two robot geoms pass MuJoCo's contype/conaffinity
+    filter, as in every model :meth:`Robot.to_mjcf` writes; an MJCF robot with self-collisions keeps its model), list
+    each robot-ground pair as an explicit ``<pair>`` with the parameters MuJoCo would mix for it (the higher
+    priority's, else the larger condim and friction, solref and solimp averaged by solmix, the larger margin and
+    gap) and take every geom out of the broadphase. The contacts are the same; the broadphase's sweep over every body
+    at every step is gone (b1's planning step 16.1 -> 13.9 us, anymal_b 17.8 -> 14.8). Returns whether it did."""
+    mujoco, _ = import_mujoco()
+    for k, geom in enumerate(spec.geoms):  # unnamed geoms get names to pair them
+        geom.name = geom.name or f"akd_pair_geom{k}"
+    model = spec.compile()
+    colliding = np.flatnonzero((model.geom_contype != 0) | (model.geom_conaffinity != 0))
+    ground = model.geom(GROUND).id
+    def filtered(i: int, j: int) -> bool:
+        return not (model.geom_contype[i] & model.geom_conaffinity[j]
+                    or model.geom_contype[j] & model.geom_conaffinity[i])
+
+    robot = [int(g) for g in colliding if model.geom_bodyid[g] != 0]
+    if any(model.geom_bodyid[g] == 0 and g != ground for g in colliding) or model.npair or model.nexclude:
+        return False  # more than the plane on the world body, or pairs and exclusions of the robot's own
+    for a, i in enumerate(robot):
+        for j in robot[a + 1:]:
+            if model.geom_bodyid[i] != model.geom_bodyid[j] and not filtered(i, j):
+                return False  # self-collisions: the broadphase stays
+    if (model.geom_solref[[ground] + robot] <= 0).any():
+        return False  # direct solref values mix differently; not ours
+    pairs = []
+    for g in robot:
+        if filtered(g, ground):
+            continue
+        p_ground, p_geom = int(model.geom_priority[ground]), int(model.geom_priority[g])
+        if p_ground != p_geom:
+            src = ground if p_ground > p_geom else g
+            condim, friction = int(model.geom_condim[src]), model.geom_friction[src]
+            solref, solimp = model.geom_solref[src], model.geom_solimp[src]
+        else:
+            condim = int(max(model.geom_condim[ground], model.geom_condim[g]))
+            friction = np.maximum(model.geom_friction[ground], model.geom_friction[g])
+            w_ground, w_geom = float(model.geom_solmix[ground]), float(model.geom_solmix[g])
+            mix = 0.5 if w_ground + w_geom < mujoco.mjMINVAL else w_ground / (w_ground + w_geom)
+            solref = mix * model.geom_solref[ground] + (1.0 - mix) * model.geom_solref[g]
+            solimp = mix * model.geom_solimp[ground] + (1.0 - mix) * model.geom_solimp[g]
+        pairs.append((model.geom(int(g)).name, condim, friction, solref, solimp,
+                      float(max(model.geom_margin[ground], model.geom_margin[g])),
+                      float(max(model.geom_gap[ground], model.geom_gap[g]))))
+    for name, condim, friction, solref, solimp, margin, gap in pairs:
+        pair = spec.add_pair(geomname1=GROUND, geomname2=name)
+        pair.condim = condim
+        pair.friction = [friction[0], friction[0], friction[1], friction[2], friction[2]]
+        pair.solref = [float(v) for v in solref]
+        pair.solimp = [float(v) for v in solimp]
+        pair.margin, pair.gap = margin, gap
+    for geom in spec.geoms:
+        geom.contype = 0
+        geom.conaffinity = 0
+    return True
 
 
 # A rounded foot (a mesh whose surface about its contact point is a spherical cap, e.g. go2's) plans as the sphere
@@ -192,11 +263,11 @@ def ball_feet(model, feet: Feet) -> dict[int, tuple[np.ndarray, float]]:
     mujoco, _ = import_mujoco()
     points = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n): np.asarray(p, dtype=np.float64)
               for n, p in zip(feet.names, feet.points) if feet.names.count(n) == 1}  # heel + toe: not a ball
+    collides = colliding(model)
     out = {}
     for g in range(model.ngeom):
         body = int(model.geom_bodyid[g])
-        if (model.geom_type[g] != mujoco.mjtGeom.mjGEOM_MESH or body not in points
-                or not (model.geom_contype[g] or model.geom_conaffinity[g])):
+        if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_MESH or body not in points or not collides[g]:
             continue
         centre = np.array(model.geom_pos[g], dtype=np.float64)  # the mesh's frame, after MuJoCo re-centred it
         radius = float(np.linalg.norm(points[body] - centre))
@@ -255,7 +326,9 @@ class MujocoEngine:
     states are the same vectors as the fine model's (same MJCF, another ``opt.timestep``), so a planner can roll out
     candidates from the fine engine's state (:func:`akd_core.physics.tracker.build`). ``simple_contacts`` gives such a
     model sphere feet where the robot's are round meshes (:func:`simplify_contacts`); the state vectors stay the
-    same. ``terrain`` (None: flat ground): what the robot stands on (:func:`build_mujoco`)."""
+    same. ``terrain`` (None: flat ground): what the robot stands on (:func:`build_mujoco`). ``ground_pairs``: the
+    ground contacts as explicit pairs where that is exact (:func:`use_ground_pairs`; not for worlds whose friction is
+    randomised in the model)."""
 
     name = "mujoco"
     device = "cpu"
@@ -263,14 +336,14 @@ class MujocoEngine:
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
                  link_names: list[str] | None = None, threads: int | None = None,
                  contact_timeconst_s: float | None = None, simple_contacts: bool = False,
-                 terrain: Terrain | None = None):
+                 terrain: Terrain | None = None, ground_pairs: bool = False):
         mujoco, mj_rollout = import_mujoco()
         self.mujoco, self.robot, self.physics, self.feet = mujoco, robot, physics, feet
         self.terrain = terrain if terrain is not None else Terrain.flat()
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names, contact_timeconst_s,
-                                             simple_contacts, self.terrain)
+                                             simple_contacts, self.terrain, ground_pairs)
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
