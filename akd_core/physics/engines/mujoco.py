@@ -139,15 +139,17 @@ def use_ground_pairs(spec) -> bool:
     for k, geom in enumerate(spec.geoms):  # unnamed geoms get names to pair them
         geom.name = geom.name or f"akd_pair_geom{k}"
     model = spec.compile()
-    colliding = np.flatnonzero((model.geom_contype != 0) | (model.geom_conaffinity != 0))
     ground = model.geom(GROUND).id
-    def filtered(i: int, j: int) -> bool:
+
+    def filtered(i: int, j: int) -> bool:  # MuJoCo's contype/conaffinity filter keeps the pair apart
         return not (model.geom_contype[i] & model.geom_conaffinity[j]
                     or model.geom_contype[j] & model.geom_conaffinity[i])
 
-    robot = [int(g) for g in colliding if model.geom_bodyid[g] != 0]
-    if any(model.geom_bodyid[g] == 0 and g != ground for g in colliding) or model.npair or model.nexclude:
-        return False  # more than the plane on the world body, or pairs and exclusions of the robot's own
+    active = np.flatnonzero((model.geom_contype != 0) | (model.geom_conaffinity != 0))
+    robot = [int(g) for g in active if model.geom_bodyid[g] != 0]
+    if (any(model.geom_bodyid[g] == 0 and g != ground for g in active) or model.npair or model.nexclude
+            or any(model.body_weldid[model.geom_bodyid[g]] == 0 for g in robot)):
+        return False  # more than the plane on the world body, pairs or exclusions of the robot's own, a fixed base
     for a, i in enumerate(robot):
         for j in robot[a + 1:]:
             if model.geom_bodyid[i] != model.geom_bodyid[j] and not filtered(i, j):
