@@ -145,6 +145,36 @@ def test_a_walk_at_the_asked_speed_records_no_limit(tmp_path):
     assert "speed_limited_by" not in metrics and metrics["joint_effort_ratio"] <= EFFORT_RATIO
 
 
+def test_placeholder_joint_limits_are_named_in_a_warning(tmp_path, caplog):
+    """A robot file whose leg joints have limits no motor has (the built-in quadruped written with effort 10000 N m and
+    1000 rad/s on its knees, as example-robot-data's solo12 has on every joint) gets a gait-stage warning naming
+    those joints and what to do; its own limits get none, nor does a1's URDF."""
+    import logging
+
+    from akd_core.io.rundir import RunDir
+    from akd_core.model.legs import placeholder_limits
+    from akd_core.motion.stage import stage_gait
+    from tests.conftest import example_robot_urdf
+
+    robot = load_robot("quadruped")
+    assert placeholder_limits(robot, find_legs(robot)) is None
+    a1 = load_robot(str(example_robot_urdf("a1")))
+    assert placeholder_limits(a1, find_legs(a1)) is None
+    knees = [j.name for j in robot.joints if j.name.endswith("knee")]
+    for joint in robot.joints:
+        if joint.name in knees:
+            joint.effort, joint.velocity = 1e4, 1000.0
+    urdf = tmp_path / "placeholders.urdf"
+    robot.to_urdf(urdf)
+    with caplog.at_level(logging.WARNING):
+        stage_gait(RunDir(tmp_path / "run", create=True), str(urdf), "trot forward", duration=1.0)
+    warning = [r.getMessage() for r in caplog.records if "placeholders" in r.getMessage()]
+    assert len(warning) == 1 and str(urdf) in warning[0] and all(k in warning[0] for k in knees)
+    assert "effort limits up to 10000 N m" in warning[0] and "velocity limits up to 1000 rad/s" in warning[0]
+    notes = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]["gait"]["config"]["notes"]
+    assert warning[0] in notes
+
+
 # ----------------------------------------------------------------------------- styles
 def test_swing_profiles_go_from_rest_to_rest_and_flatten_their_peak():
     tau = np.linspace(0.0, 1.0, 2001)

@@ -29,6 +29,11 @@ from akd_core.model.robot import Robot
 FOOT_WORDS = ("foot", "toe", "sole", "ankle", "paw", "hoof", "tip")
 MIN_LEG_JOINTS = 2
 SAME_LEVEL_TOLERANCE = 0.15  # fraction of the root's height above the lowest point
+# Leg joint limits no motor has: a placeholder in the robot file (e.g. effort="1000" velocity="1000"). An effort limit
+# this many times the torque the robot's whole weight puts on a straight leg's hip, or a joint speed above this
+# (rad/s at the joint, ~950 rpm), cannot be the robot's; the gait's speed checks would then never slow it.
+PLACEHOLDER_EFFORT_FACTOR = 20.0
+PLACEHOLDER_VELOCITY_RADPS = 100.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,35 @@ def leg_length(robot: Robot, legs: Sequence[Leg]) -> float:
         contact = link_rot[foot] @ leg.foot_offset + link_pos[foot]
         heights.append(link_pos[robot.link_index(leg.hip_link), 2] - contact[2])
     return float(np.mean(heights)) if heights else 0.0
+
+
+def placeholder_limits(robot: Robot, legs: Sequence[Leg]) -> str | None:
+    """A warning naming the leg joints whose effort or velocity limits cannot be a real motor's (PLACEHOLDER_*), or
+    None. AKD slows a gait to what the joints' limits allow; with placeholders it asks the robot for anything."""
+    joints = [j for leg in legs for j in leg.joint_names]
+    if not joints:
+        return None
+    index = [robot.joint_names.index(j) for j in joints]
+    effort = np.asarray(robot.effort_limit, dtype=np.float64)[index]
+    velocity = np.asarray(robot.velocity_limit, dtype=np.float64)[index]
+    weight_torque = robot.total_mass * 9.81 * max(leg_length(robot, legs), 1e-3)
+    strong = [j for j, e in zip(joints, effort) if e > PLACEHOLDER_EFFORT_FACTOR * weight_torque]
+    fast = [j for j, v in zip(joints, velocity) if v > PLACEHOLDER_VELOCITY_RADPS]
+    if not strong and not fast:
+        return None
+    def which(names: list[str]) -> str:
+        return f"every leg joint ({len(names)})" if len(names) == len(joints) else str(names)
+
+    parts = []
+    if strong:
+        parts.append(f"effort limits up to {effort.max():g} N m on {which(strong)} ({effort.max() / weight_torque:.0f} "
+                     f"x the {weight_torque:.1f} N m the robot's weight puts on a straight leg)")
+    if fast:
+        parts.append(f"velocity limits up to {velocity.max():g} rad/s on {which(fast)}")
+    source = robot.urdf_path or robot.mjcf_path or f"robot '{robot.name}'"
+    return (f"warning: {source}: leg joints have {' and '.join(parts)}: these look like placeholders, not the motors' "
+            "limits, so the gait cannot be slowed to what the robot can do (its speed checks read these limits); "
+            "give the robot file its real effort and velocity limits")
 
 
 def find_legs(robot: Robot, feet: Sequence[str] | None = None) -> list[Leg]:

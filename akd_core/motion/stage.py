@@ -16,7 +16,7 @@ import numpy as np
 
 from akd_core.io.errors import ConfigError
 from akd_core.io.rundir import REFERENCE, RunDir
-from akd_core.model.legs import find_legs
+from akd_core.model.legs import find_legs, placeholder_limits
 from akd_core.model.load import load_robot, write_run_robot
 from akd_core.model.terrain import Terrain, resolve_terrain, save_run_terrain, terrain_from_prompt
 from akd_core.motion.feasibility import feasibility_summary
@@ -71,6 +71,9 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     ground, ground_notes = _terrain(robot, legs, robot_spec, prompt or "", terrain)
     for note in ground_notes:
         log.info(note)
+    placeholder = placeholder_limits(robot, legs)
+    if placeholder:
+        log.warning(placeholder)
     if commands or is_program_prompt(prompt):
         if spec_overrides:
             raise ConfigError("gait spec overrides apply to a single gait; a program's segments come from its prompt "
@@ -79,10 +82,12 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
                               max_velocity_ratio, ground, ground_notes)
     duration = DEFAULT_DURATION if duration is None else duration
     spec, notes = spec_from_prompt(prompt, robot, legs)
+    notes = notes + [placeholder] if placeholder else notes
     if spec_overrides:
         spec = dataclasses.replace(spec, **spec_overrides)
     for note in notes:
-        log.warning(note) if note.startswith("warning") else log.info(note)
+        if note != placeholder:  # logged above
+            log.warning(note) if note.startswith("warning") else log.info(note)
     run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
                         seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
