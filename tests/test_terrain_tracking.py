@@ -102,7 +102,12 @@ def test_akd_track_and_crosscheck_an_a1_trot_up_stairs_on_the_stairs(a1_urdf, tm
     tracked = TrackedMotion.load(run_dir / "tracked.npz")
     terrain = parse_terrain_spec(metrics["terrain"])
     climbed = terrain.height(tracked.root_pos[-1, 0], 0.0)
-    assert climbed >= 0.08 and tracked.root_pos[-1, 2] - tracked.root_pos[0, 2] == pytest.approx(climbed, abs=0.04)
+    # the body rises as the reference's does (its root lags the tread under it by up to a step's height just past
+    # a nosing: 0.19 m over the 0.24 m tread at the end of this clip)
+    reference = np.load(run_dir / "reference.npz")
+    ref_rise = float(reference["root_pos"][-1, 2] - reference["root_pos"][0, 2])
+    assert climbed >= 0.08 and ref_rise >= climbed - 0.08
+    assert tracked.root_pos[-1, 2] - tracked.root_pos[0, 2] == pytest.approx(ref_rise, abs=0.02)
     # the cross-check replays in Newton on the same stairs and agrees; on flat ground the same targets do not
     assert main(["crosscheck", str(run_dir), "--open-loop", "0.2"]) == 0
     check = run.stage("crosscheck")["metrics"]
