@@ -166,6 +166,7 @@ def placeholder_limits(robot: Robot, legs: Sequence[Leg]) -> str | None:
     fast = [j for j, v in zip(joints, velocity) if v > PLACEHOLDER_VELOCITY_RADPS]
     if not strong and not fast:
         return None
+
     def which(names: list[str]) -> str:
         return f"every leg joint ({len(names)})" if len(names) == len(joints) else str(names)
 

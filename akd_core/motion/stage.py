@@ -82,12 +82,11 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
                               max_velocity_ratio, ground, ground_notes)
     duration = DEFAULT_DURATION if duration is None else duration
     spec, notes = spec_from_prompt(prompt, robot, legs)
-    notes = notes + [placeholder] if placeholder else notes
     if spec_overrides:
         spec = dataclasses.replace(spec, **spec_overrides)
     for note in notes:
-        if note != placeholder:  # logged above
-            log.warning(note) if note.startswith("warning") else log.info(note)
+        log.warning(note) if note.startswith("warning") else log.info(note)
+    notes = notes + [placeholder] if placeholder else notes  # logged above; recorded with the others
     run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
                         seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
