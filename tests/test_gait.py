@@ -130,10 +130,14 @@ def test_feet_override(a1_urdf):
 
 
 # ----------------------------------------------------------------------------- stance
-def test_a_robot_with_locked_knees_cannot_stand_and_says_which_joints():
-    # example-robot-data's "quadroped": 2-DoF legs whose knee limits are lower == upper == 0
-    robot = load_robot(example_robot_urdf("erd_quadruped"), [str(example_robot_data_dir().parent)])
-    with pytest.raises(MotionError, match=r"cannot stand .*leg joints \[.*'FL_KFE'.*\] have lower == upper"):
+def test_a_robot_facing_along_its_base_y_cannot_stand_and_says_why():
+    # example-robot-data's "quadroped": 2-DoF legs hinged about the base's x axis (front legs at +y) whose knee
+    # limits have no lower/upper (lower == upper == 0: unlimited, as MuJoCo reads them)
+    with pytest.warns(UserWarning, match=r"'FL_KFE' has lower == upper .*read as unlimited"):
+        robot = load_robot(example_robot_urdf("erd_quadruped"), [str(example_robot_data_dir().parent)])
+    knee = robot.joint_names.index("FL_KFE")
+    assert robot.lower[knee] == -np.inf and robot.upper[knee] == np.inf
+    with pytest.raises(MotionError, match=r"cannot stand .*no leg joint hinges about the base's y axis.*REP 103"):
         stance_pose(robot, find_legs(robot))
 
 

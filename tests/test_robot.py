@@ -199,6 +199,20 @@ def test_lower_limit_above_upper(tmp_path):
         load_urdf(_urdf(tmp_path, _two_links(limit='<limit lower="1" upper="-1" effort="5" velocity="3"/>')))
 
 
+@pytest.mark.parametrize("limit", ['<limit effort="5" velocity="3"/>',
+                                   '<limit lower="0.3" upper="0.3" effort="5" velocity="3"/>'])
+def test_equal_lower_and_upper_limits_read_as_unlimited_as_mujoco_reads_them(tmp_path, limit):
+    """A revolute <limit> without lower/upper (both default to 0) or with equal ones: MuJoCo's URDF importer ignores
+    the range, and AKD plans with the joint MuJoCo simulates (a warning names it)."""
+    path = _urdf(tmp_path, _two_links(limit=limit))
+    with pytest.warns(UserWarning, match="joint 'j' has lower == upper"):
+        robot = load_urdf(path)
+    imported = mujoco.MjModel.from_xml_path(str(path))
+    assert not imported.jnt_limited[0]
+    assert robot.lower[0] == -np.inf and robot.upper[0] == np.inf and robot.joint("j").type == "continuous"
+    assert robot.effort_limit[0] == 5.0 and robot.velocity_limit[0] == 3.0
+
+
 def test_missing_inertials_get_defaults_with_warning(tmp_path):
     body = ('<link name="a"/><link name="b"/>'
             '<joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>'

@@ -485,6 +485,15 @@ def _joint_from_yourdfpy(joint_el, path: Path) -> Joint:
         -np.inf if jtype == "continuous" else 0.0)
     upper = float(limit.upper) if limit is not None and limit.upper is not None else (
         np.inf if jtype == "continuous" else 0.0)
+    if jtype == "revolute" and lower == upper:
+        # A <limit> without lower/upper (URDF defaults both to 0) or with equal ones: MuJoCo's URDF importer ignores
+        # such a range ("equal lower and upper limits, limit ignored"), and so do we, so that the joint AKD plans
+        # with is the one a simulator runs. A joint meant to be rigid is a fixed joint.
+        warnings.warn(f"{path}: revolute joint '{joint_el.name}' has lower == upper ({lower:g}) in its <limit>; "
+                      "read as unlimited (continuous), as MuJoCo reads it. Give it its real range "
+                      "(<limit lower=... upper=...>), or make it type=\"fixed\" if it should not move",
+                      stacklevel=2)
+        jtype = "continuous"
     if jtype == "continuous":
         lower, upper = -np.inf, np.inf
     effort = float(limit.effort) if limit is not None and limit.effort else DEFAULT_EFFORT
