@@ -176,7 +176,7 @@ class NotSimulable(Exception):
 
 def _legs_of(spec: str | Path) -> tuple[int, list[str]]:
     """(number of legs, foot links) as `akd robots info` finds them; NotLoaded when the file does not load."""
-    from akd_core.model.legs import find_legs
+    from akd_core.model.legs import find_legs, welded_links
 
     try:
         robot = _load_robot.__wrapped__(str(spec))  # not kept: the scan loads every robot once
@@ -187,6 +187,12 @@ def _legs_of(spec: str | Path) -> tuple[int, list[str]]:
                            "in a simulator, so tracking stops with an error naming the fix (add <collision> "
                            "elements); `akd gait` still makes its reference")
     legs = find_legs(robot)
+    bare = [leg.foot_link for leg in legs
+            if not any(robot.links[robot.link_index(w)].collisions for w in welded_links(robot, leg.foot_link))]
+    if bare:
+        raise NotSimulable(f"its feet {bare} have no <collision> geometry, nor has any link fixed to them: they cannot "
+                           "touch the ground in a simulator, so tracking stops with an error naming the fix; `akd "
+                           "gait` still makes its reference")
     return len(legs), [leg.foot_link for leg in legs]
 
 

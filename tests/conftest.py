@@ -25,7 +25,7 @@ EXAMPLE_ROBOTS = {
     "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",
     "hyq": "hyq_description/robots/hyq_no_sensors.urdf",
     "talos": "talos_data/robots/talos_reduced.urdf",
-    "erd_quadruped": "quadruped_description/urdf/quadruped.urdf",  # knees locked by their limits (0, 0)
+    "erd_quadruped": "quadruped_description/urdf/quadruped.urdf",  # legs hinged about the base's x; knees unlimited
     "anymal_b": "anymal_b_simple_description/robots/anymal.urdf",
     "b1": "b1_description/urdf/b1.urdf",
     "go1": "go1_description/urdf/go1.urdf",

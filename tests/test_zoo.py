@@ -220,3 +220,12 @@ def test_an_error_is_a_failed_cell_with_its_message_and_an_unrun_cell_is_neither
     assert Z.cache_state(tmp_path, QUADRUPED, TROT, 4.0) == "new"  # another clip length is another cell
     unrun = _judged(tmp_path, BOUND)
     assert unrun["status"] == "not run" and unrun["passed"] is None and Z.mark(unrun) == "-"
+
+
+def test_robots_whose_feet_cannot_touch_the_ground_are_left_out_with_the_reason():
+    """simple_humanoid has collision geometry on its body but none on (or fixed to) its feet; a1's feet collide."""
+    from .conftest import example_robot_data_dir, example_robot_urdf
+
+    with pytest.raises(Z.NotSimulable, match=r"its feet \['l_ankle', 'r_ankle'\] have no <collision> geometry"):
+        Z._legs_of(example_robot_data_dir() / "simple_humanoid_description/urdf/simple_humanoid.urdf")
+    assert Z._legs_of(example_robot_urdf("a1"))[0] == 4
