@@ -3,6 +3,8 @@ the cost, stored controls that replay exactly, limits, the stage's files and che
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -626,3 +628,28 @@ def test_go2_light_feet_track_and_pass_the_newton_crosscheck():
 
     check = C.crosscheck(robot, tracked, physics_from_dict(robot, m), "newton", open_loop_s=0.5)
     assert check["passed"] and check["timestep_s"] <= 1e-3 + 1e-12, check
+
+
+def test_the_costs_slip_speed_is_the_stance_slip_metric_and_a_sliding_plan_does_not_settle(setup, monkeypatch):
+    """terms()["slip_mps"] is metrics.stance_slip of each rollout; a warm-started plan that predicts a small link
+    error still re-plans when its feet in contact slide faster than settle_fraction x SLIP_LIMIT_MPS."""
+    from akd_core.physics.metrics import stance_slip
+
+    engine, ff = setup.planning_engine, setup.feedforward
+    t, t_end = 0, setup.horizon
+    knots = np.arange(setup.knot, t_end + 1, setup.knot)
+    window = TR.PlanWindow(setup, t, t_end, knots, ff[0])
+    start = engine.start(setup.start)
+    values = np.stack([np.zeros((len(knots), ff.shape[1])), np.full((len(knots), ff.shape[1]), 0.05)])
+    batch = engine.rollout(start, window.targets(values))
+    _, terms = window.score_terms(engine.rollout, start, values)
+    for n in range(2):
+        assert terms["slip_mps"][n] == pytest.approx(stance_slip(batch.foot_vel[n], batch.foot_force[n],
+                                                                 setup.cost.contact_force_n), rel=1e-9, abs=1e-12)
+    assert terms["slip_mps"][0] > 0
+    loose = dataclasses.replace(setup, settle_m=10.0)  # any link error settles
+    monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 10.0)
+    settled, _ = TR.settled_plan(window, loose, start, values[0])
+    assert settled is not None
+    monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 0.5 * terms["slip_mps"][0] / setup.cfg.settle_fraction)
+    assert TR.settled_plan(window, loose, start, values[0])[0] is None

@@ -90,8 +90,11 @@ class TrackingCost:
                 cols = np.flatnonzero(self.foot_of == foot)
                 lowest = batch.foot_height[..., cols].argmin(-1)  # (N, S)
                 stance[..., cols] &= (np.arange(len(cols)) == lowest[..., None])
-        slip = (np.linalg.norm(batch.foot_vel[..., :2], axis=-1) * stance).sum((1, 2)) / max(
-            batch.foot_force.shape[1], 1)
+        sliding = np.linalg.norm(batch.foot_vel[..., :2], axis=-1) * stance  # (N, S, K)
+        slip = sliding.sum((1, 2)) / max(batch.foot_force.shape[1], 1)
+        # the mean speed of the feet in contact, as metrics.stance_slip measures it (not weighted: read by the
+        # tracker's event-triggered re-planning)
+        slip_mps = sliding.sum((1, 2)) / np.maximum(stance.sum((1, 2)), 1)
         excess = np.maximum(np.abs(batch.torque_peak) / self.effort - self.w.effort_margin, 0.0)
         effort = (excess ** 2).mean((1, 2))
         smooth, offset = np.zeros(len(link)), np.zeros(len(link))
@@ -101,7 +104,7 @@ class TrackingCost:
             smooth = np.abs(offsets[:, :-2] - 2 * offsets[:, 1:-1] + offsets[:, 2:]).mean((1, 2))
         diverged = np.where(batch.diverged, 1e3, 0.0)
         return {"link": link, "orientation": orient, "joint": joint, "height": height, "velocity": velocity,
-                "slip": slip, "smooth": smooth, "offset": offset, "effort": effort, "diverged": diverged}
+                "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset, "effort": effort, "diverged": diverged}
 
     def __call__(self, batch: RolloutBatch, t0: int, offsets: np.ndarray | None = None) -> np.ndarray:
         terms = self.terms(batch, t0, offsets)

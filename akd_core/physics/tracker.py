@@ -64,6 +64,9 @@ CONTACT_FORCE_FRACTION = 0.01  # a foot is in contact when it carries more than 
 FEEDFORWARD_OK_HEADING_DEG = 2.0
 # a warm-started plan is executed unsampled only while the root keeps within this of the reference orientation (rad)
 SETTLED_TILT_RAD = 0.05
+# stance slip (m/s, metrics.stance_slip) a clip should stay within (the zoo's pass criterion, docs/zoo.md): a
+# warm-started plan settles only when it also predicts its feet in contact sliding below settle_fraction x this
+SLIP_LIMIT_MPS = 0.03
 
 # The MPC's warm start fades toward the feedforward targets with a 2 s time constant (TrackingConfig.warm_decay_s).
 # Kept as planned, the knot offsets random-walk: each re-plan's MPPI mean moves them by its sampling noise, and
@@ -634,7 +637,8 @@ def settled_plan(window: PlanWindow, setup: Setup, state: Any,
         return None, 0.0
     cost, terms = window.score_terms(setup.planning_engine.rollout, state, nominal[None])
     link = float(terms["link"][0]) if np.isfinite(cost[0]) and terms["diverged"][0] == 0 else np.inf
-    if link <= setup.settle_m and terms["orientation"][0] <= SETTLED_TILT_RAD:
+    if link <= setup.settle_m and terms["orientation"][0] <= SETTLED_TILT_RAD and \
+            terms["slip_mps"][0] <= setup.cfg.settle_fraction * SLIP_LIMIT_MPS:
         return PlanResult(nominal, float(cost[0]), 1), link
     return None, link
 
