@@ -89,7 +89,7 @@ CLASS_LIMITS_M = {"steady": 0.03, "dynamic": 0.05, "biped": 0.08}  # akd_core.ph
 SLIP_LIMIT_MPS = 0.03
 SPEED_FRACTION = 0.8
 SPEED_SAMPLE_S = 0.1  # root path sampled every 0.1 s for the achieved speed
-LIMITER_NOTE = re.compile(r"needs joint '([^']+)' at ([0-9.]+) x its URDF velocity limit")
+LIMITER_NOTE = re.compile(r"needs joint '([^']+)' at ([0-9.]+) x its (?:URDF )?velocity limit")
 FINISHED = ("done", "failed")  # manifest pipeline.status of a run that went through every stage
 RETRYABLE = ("error", "timeout", "crashed")  # record statuses --retry runs again
 

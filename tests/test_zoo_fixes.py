@@ -137,3 +137,59 @@ def test_akd_gait_on_a_robot_without_legs_exits_with_the_reason(tmp_path, capsys
                  "--out", str(tmp_path / "run"), "--duration", "0.5", "--no-preview"])
     assert code == 2 and "has no legs" in capsys.readouterr().err
     assert issubclass(KinematicTreeError, AKDError)
+
+
+# ----------------------------------------------------------------------------- damped servos (robotis_op3)
+def _op3():
+    from akd_core.model.load import load_robot
+    from tests.conftest import mjcf_robot_xml
+
+    return load_robot(str(mjcf_robot_xml("op3")))
+
+
+def test_joint_damping_and_rotor_inertia_count_in_the_torque_a_motor_gives_as_mujoco_computes_them():
+    """motor_torques of a moving pose: MuJoCo's passive damping force (-b qd) and the armature's share of M qdd for the
+    same joint velocities and accelerations, sign-flipped (what the motor must supply)."""
+    import mujoco
+
+    from akd_core.motion.feasibility import joint_torques, motor_torques
+
+    robot = _op3()
+    rng = np.random.default_rng(0)
+    frames, fps = 9, 50.0
+    pos = rng.uniform(-0.3, 0.3, robot.num_dofs) + np.outer(np.sin(np.arange(frames) / 3.0), rng.uniform(-1, 1, robot.num_dofs))
+    clip = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=pos, root_pos=np.tile([0.0, 0.0, 0.3], (frames, 1)),
+                  root_quat=np.tile([0.0, 0.0, 0.0, 1.0], (frames, 1)))
+    qd = clip.joint_vel().astype(np.float64)
+    qdd = np.gradient(qd, 1.0 / fps, axis=0)
+    model = mujoco.MjModel.from_xml_path(str(robot.mjcf_path))
+    data = mujoco.MjData(model)
+    dofs = [int(model.jnt_dofadr[model.joint(n).id]) for n in robot.joint_names]
+    f = 4
+    data.qvel[dofs] = qd[f]
+    mujoco.mj_forward(model, data)
+    passive = -data.qfrc_passive[dofs]  # damping (the MJCF has no springs)
+    inertia = model.dof_armature[dofs] * qdd[f]
+    np.testing.assert_allclose(motor_torques(robot, clip)[f], passive + inertia, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(joint_torques(robot, clip) - joint_torques(robot, clip, motors=False),
+                               motor_torques(robot, clip), atol=1e-9)
+    assert np.abs(motor_torques(robot, clip, speed=0.5)[f] - (0.5 * passive + 0.25 * inertia)).max() < 1e-9
+
+
+def test_a_walk_plans_within_its_damped_servos_no_load_speed_and_names_it():
+    """op3's Dynamixels (5 N m, damping 1.084 N m s/rad) turn at most 4.6 rad/s; the MJCF gives no velocity limit
+    (AKD assumes 20 rad/s). The walk is planned within the damping's speed and says so."""
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, GaitSpec, generate_gait_result
+    from akd_core.motion.humanoid import EFFORT_RATIO, walk_velocity_limits
+
+    robot = _op3()
+    limit, damped = walk_velocity_limits(robot)
+    knee = robot.joint_names.index("l_knee")
+    assert damped[knee] and limit[knee] == pytest.approx(5.0 / 1.084) and robot.velocity_limit[knee] == 20.0
+    result = generate_gait_result(robot, GaitSpec(pattern="walk", speed=0.45), duration=2.0,
+                                  max_velocity_ratio=TRACKING_VELOCITY_RATIO)  # as `akd gait` asks
+    vel = np.abs(result.motion.joint_vel()).max(0)
+    assert vel.max() <= TRACKING_VELOCITY_RATIO * limit.min() + 1e-6  # the 0.45 m/s human walk needed 8.7 rad/s
+    assert result.limit is not None and robot.joint_names.index(result.limit.joint) in np.flatnonzero(damped)
+    assert "where its damping takes its whole effort limit" in " ".join(result.spec.notes)
+    assert result.effort_ratio <= 1.25 * EFFORT_RATIO

@@ -176,10 +176,31 @@ def _ddt(x: np.ndarray, dt: float) -> np.ndarray:
     return np.gradient(x, dt, axis=0, edge_order=2 if len(x) >= 3 else 1)
 
 
+def motor_torques(robot: Robot, motion: Motion, speed: float = 1.0) -> np.ndarray:
+    """(F,J) what each joint's own model asks of its motor beyond the body's dynamics along ``motion`` played
+    ``speed`` times as fast: viscous damping ``b qd`` and rotor inertia ``armature qdd``, as the robot file gives them
+    (MuJoCo Menagerie's robotis_op3: b 1.084 N m s/rad, armature 0.045 kg m^2 against 5 N m servos, so they cannot
+    turn faster than about 4.6 rad/s; at the 8 rad/s of a 0.45 m/s walk's hips and knees they need 4-5 x the limit
+    where the body's dynamics need 0.5 x). Coulomb friction is left out: a constant the PD law overcomes or not
+    whatever the speed (talos's grippers have friction 1.0 N m against a 1.0 N m limit; the walk barely moves them).
+    Zero for a robot file without them."""
+    joints = robot.actuated_joints
+    damping = np.array([j.damping for j in joints], dtype=np.float64)
+    armature = np.array([j.armature for j in joints], dtype=np.float64)
+    if not (damping.any() or armature.any()) or motion.num_frames < 2:
+        return np.zeros((motion.num_frames, robot.num_dofs))
+    qd = motion.joint_vel().astype(np.float64)
+    if list(motion.joint_names) != list(robot.joint_names):
+        qd = qd[:, [motion.joint_names.index(n) for n in robot.joint_names]]
+    qdd = np.gradient(qd, motion.dt, axis=0)
+    return speed * damping * qd + speed ** 2 * armature * qdd
+
+
 def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = None,
-                  link_rot: np.ndarray | None = None) -> np.ndarray:
-    """Inverse-dynamics joint torques (F,J) N m (prismatic joints: N) along ``motion``, the ground carrying the
-    floating base through the feet in intended stance (module docstring of this file for the link dynamics).
+                  link_rot: np.ndarray | None = None, motors: bool = True) -> np.ndarray:
+    """Joint torques (F,J) N m (prismatic joints: N) a motor must give along ``motion``: inverse dynamics, the ground
+    carrying the floating base through the feet in intended stance (module docstring of this file for the link
+    dynamics), plus with ``motors`` each joint's own damping and rotor inertia (:func:`motor_torques`).
 
     Newton-Euler on the kinematic tree in its subtree form: the wrench a joint passes to its child's subtree is that
     subtree's rate of momentum change minus gravity minus the ground wrench on its feet, and the joint's torque is its
@@ -190,8 +211,7 @@ def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = No
     squares, the most even split among equals: in double support the load moves from one foot to the other as the
     CoP does), each foot pushing at its contact point moved by the same offset so the feet's wrenches add up to the
     whole. Contact points: the middle of a foot's contact parts that are down (``Motion.contact_parts``). Flight, and
-    frames where the ground would have to pull, have no ground wrench. No friction limit, no joint friction or
-    rotor inertia: the feedforward a tracker needs, not a model of the motors."""
+    frames where the ground would have to pull, have no ground wrench. No friction limit at the feet."""
     from scipy.optimize import nnls
 
     frames = motion.num_frames
@@ -258,7 +278,7 @@ def joint_torques(robot: Robot, motion: Motion, link_pos: np.ndarray | None = No
         else:
             moment = sum_m[:, c] - np.cross(link_pos[:, c], sum_f[:, c])
             tau[:, d] = np.einsum("fi,fi->f", axis, moment)
-    return tau
+    return tau + motor_torques(robot, motion) if motors else tau
 
 
 def effort_ratios(robot: Robot, torques: np.ndarray, skip: int = 2, percentile: float = 100.0) -> np.ndarray:

@@ -1359,22 +1359,41 @@ def _style(name: str) -> WalkStyle:
     return next(style for style in STYLES if style.name == name)
 
 
+def walk_velocity_limits(robot: Robot) -> tuple[np.ndarray, np.ndarray]:
+    """(J,) the joint speeds a walk plans its style and cadence within, and (J,) which of them its joints' damping
+    sets. A joint with viscous damping b (the robot file's) turns no faster than its no-load speed tau_max / b, where
+    the damping alone takes the whole effort limit; that is its velocity limit where the file's is higher
+    (robotis_op3's Dynamixel servos, 5 N m and b 1.084: 4.6 rad/s, their datasheet's no-load speed, against the
+    20 rad/s AKD assumes without a limit in the MJCF). The walk's effort check then counts the damping's torque
+    too (:func:`akd_core.motion.feasibility.motor_torques`)."""
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64).copy()
+    damping = np.array([j.damping for j in robot.actuated_joints], dtype=np.float64)
+    effort = np.asarray(robot.effort_limit, dtype=np.float64)
+    no_load = np.where((damping > 0) & np.isfinite(effort) & (effort > 0), effort / np.maximum(damping, 1e-12),
+                       np.inf)
+    damped = no_load < limit
+    return np.where(damped, no_load, limit), damped
+
+
 def effort_speed_factor(robot: Robot, motion: Motion, torques: np.ndarray,
                         percentile: float = 100.0) -> float | None:
-    """The largest speed factor s <= 1 at which ``motion`` played s times as fast (the same poses; its torques
-    ``tau_static + s^2 (tau - tau_static)``, exact for the joint-space dynamics) keeps every joint within
+    """The largest speed factor s <= 1 at which ``motion`` played s times as fast (the same poses; the body's torques
+    ``tau_static + s^2 (tau - tau_static)``, exact for the joint-space dynamics, and the joints' own damping ~ s,
+    rotor inertia ~ s^2, :func:`akd_core.motion.feasibility.motor_torques`) keeps every joint within
     EFFORT_RATIO of its effort limit (``percentile``: as :func:`akd_core.motion.feasibility.effort_ratios`); None
-    when even its static torques (the poses held still) do not."""
-    from akd_core.motion.feasibility import effort_ratios, joint_torques
+    when even its static torques (the poses held still) do not. ``torques``: :func:`joint_torques` of ``motion``
+    (motors included)."""
+    from akd_core.motion.feasibility import effort_ratios, joint_torques, motor_torques
 
     still = Motion(fps=motion.fps * 1e-3, joint_names=motion.joint_names, joint_pos=motion.joint_pos,
                    root_pos=motion.root_pos, root_quat=motion.root_quat, foot_names=motion.foot_names,
                    foot_offsets=motion.foot_offsets, foot_contacts=motion.foot_contacts,
                    foot_contact_points=motion.foot_contact_points, foot_contact_parts=motion.foot_contact_parts,
                    foot_contact_labels=motion.foot_contact_labels)
-    static = joint_torques(robot, still)
-    for factor in np.linspace(0.95, 0.3, 14):
-        scaled = static + factor ** 2 * (torques - static)
+    static = joint_torques(robot, still, motors=False)
+    body = torques - motor_torques(robot, motion)
+    for factor in np.linspace(0.95, 0.1, 18):
+        scaled = static + factor ** 2 * (body - static) + motor_torques(robot, motion, factor)
         if effort_ratios(robot, scaled, percentile=percentile).max(initial=0.0) <= EFFORT_RATIO:
             return float(factor)
     return None
@@ -1394,7 +1413,7 @@ def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request
     leg_length = float(body.straight_height)
     solver = WalkSolver(robot, legs, body)
     notes: list[str] = []
-    limit = np.asarray(robot.velocity_limit, dtype=np.float64)
+    limit, damped = walk_velocity_limits(robot)
     finite = np.isfinite(limit) & (limit > 0)
     budget = PREDICT_MARGIN * max_velocity_ratio
     styles = STYLES if request.duty_factor is None else STYLES[:2]  # an asked duty factor keeps its swing's length
@@ -1457,8 +1476,9 @@ def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request
             speed_limit = SpeedLimit(joint=name, ratio=float(ratio), kind=kind)
         value, unit = (limit[joint], "rad/s") if kind == "velocity" else (robot.effort_limit[joint], "N m")
         allowed = max_velocity_ratio if kind == "velocity" else EFFORT_RATIO
-        message = (f"walk at {req.speed:.2f} m/s needs joint '{name}' at {ratio:.2f} x its URDF {kind} limit "
-                   f"({value:.1f} {unit}; allowed {allowed:.2f} x) {how}")
+        what = (f"velocity limit ({value:.1f} {unit}, where its damping takes its whole effort limit; allowed "
+                if kind == "velocity" and damped[joint] else f"URDF {kind} limit ({value:.1f} {unit}; allowed ")
+        message = f"walk at {req.speed:.2f} m/s needs joint '{name}' at {ratio:.2f} x its {what}{allowed:.2f} x) {how}"
         if not slow_down:
             raise MotionError(f"{message}; ask for a slower walk or raise the limit")
         notes.append(f"{message}: slowed to {speed:.2f} m/s")
@@ -1506,8 +1526,9 @@ def generate_walk(robot: Robot, legs: Sequence[Leg], body: HumanoidBody, request
                         f"even swing ramped over {100 * gait.swing_ramp:.0f} %")
                      + ("" if gait.heel_strike or gait.toe_off else ", flat feet")
                      + f", steps {100 * gait.step_height / leg_length:.1f} % of the leg high): the human style would "
-                     f"need joint '{robot.joint_names[why['joint']]}' at {why['ratio']:.2f} x its URDF velocity "
-                     f"limit ({limit[why['joint']]:.1f} rad/s; allowed {max_velocity_ratio:.2f} x)")
+                     f"need joint '{robot.joint_names[why['joint']]}' at {why['ratio']:.2f} x its "
+                     + ("" if damped[why['joint']] else "URDF ") + f"velocity limit ({limit[why['joint']]:.1f} rad/s"
+                     + (", its damping's" if damped[why['joint']] else "") + f"; allowed {max_velocity_ratio:.2f} x)")
         log.info(notes[-1])
     notes += cadence_notes
     # the clip, solved once; time-scaled (the same stride, slower) only if the full clip, sway and all, still passes a
