@@ -193,3 +193,46 @@ def test_a_walk_plans_within_its_damped_servos_no_load_speed_and_names_it():
     assert result.limit is not None and robot.joint_names.index(result.limit.joint) in np.flatnonzero(damped)
     assert "where its damping takes its whole effort limit" in " ".join(result.spec.notes)
     assert result.effort_ratio <= 1.25 * EFFORT_RATIO
+
+
+# ----------------------------------------------------------------------------- a robot facing its base's y axis
+def test_a_quadruped_facing_its_base_y_is_planned_turned_and_its_reference_is_in_the_file_frame(tmp_path):
+    """example-robot-data's "quadroped" (legs hinged about the base's x, front feet FL/FR at +y): `akd gait` plans it
+    in a base frame turned -90 deg about z; the turned robot at root orientation R is the file's robot at R @ turn
+    (same link poses); its "trot forward" moves along the world's +x with the file's base x pointing to -y, and its
+    speed along the way it faces is the asked one's order."""
+    import torch
+
+    from akd_core.io.rundir import RunDir
+    from akd_core.model.kinematics import ForwardKinematics
+    from akd_core.model.legs import facing_turn, forward_axis, turned_base
+    from akd_core.model.spatial import matrix_to_quat, quat_multiply, quat_to_matrix
+    from akd_core.motion.stage import stage_gait
+
+    path = example_robot_urdf("erd_quadruped")
+    with pytest.warns(UserWarning):
+        robot = load_urdf(path, [str(example_robot_data_dir().parent)])
+    a1 = load_urdf(example_robot_urdf("a1"))
+    assert facing_turn(a1, find_legs(a1)) is None and np.allclose(forward_axis(a1), [1, 0, 0])
+    turn = facing_turn(robot, find_legs(robot))
+    np.testing.assert_allclose(turn, [[0, 1, 0], [-1, 0, 0], [0, 0, 1]], atol=1e-12)
+    np.testing.assert_allclose(forward_axis(robot), [0, 1, 0], atol=1e-12)
+    turned = turned_base(robot, turn)
+    assert turned.joint_names == robot.joint_names
+    rng = np.random.default_rng(1)
+    q = torch.as_tensor(rng.uniform(-1, 1, (1, robot.num_dofs)))
+    quat = np.array([0.1, -0.2, 0.3, 0.9]) / np.linalg.norm([0.1, -0.2, 0.3, 0.9])
+    pos = torch.tensor([[0.3, -0.1, 0.5]], dtype=torch.float64)
+    a = ForwardKinematics(turned).double()(pos, torch.as_tensor(quat[None]), q)[0][0].numpy()
+    b = ForwardKinematics(robot).double()(pos, torch.as_tensor(quat_multiply(quat, matrix_to_quat(turn))[None]),
+                                          q)[0][0].numpy()
+    np.testing.assert_allclose(a, b[[robot.link_names.index(n) for n in turned.link_names]], atol=1e-12)
+
+    run = RunDir(tmp_path / "run", create=True)
+    metrics = stage_gait(run, str(path), "trot forward", duration=2.0)
+    ref = Motion.load(run.file("reference.npz"), robot)
+    travel = ref.root_pos[-1] - ref.root_pos[0]
+    assert travel[0] > 0.8 and abs(travel[1]) < 0.01
+    base_x = quat_to_matrix(ref.root_quat[-1].astype(np.float64))[:, 0]
+    np.testing.assert_allclose(base_x, [0, -1, 0], atol=0.05)
+    assert metrics["speed_mps"] > 0.5 and "faces its base's +y" in " ".join(run.manifest()["stages"]["gait"]["config"]["notes"])

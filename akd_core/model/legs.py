@@ -279,7 +279,100 @@ def _label(legs: list[Leg], link_pos: np.ndarray, link_rot: np.ndarray, robot: R
     return [labelled[i] for i in idx]
 
 
-__all__ = ["Leg", "find_legs", "leg_length", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points",
+# ----------------------------------------------------------------------------- which way the robot faces
+FRONT_WORDS, HIND_WORDS = ("front", "fore"), ("hind", "back", "rear")
+
+
+def _front_or_hind(name: str) -> int:
+    """+1 for a foot named as a front one (FR_foot, LF_FOOT, front_left), -1 for a hind one (BL, RH, hind_left), 0."""
+    import re
+
+    tokens = [t for t in re.split(r"[^a-z]+", name.lower()) if t]
+    if any(t in FRONT_WORDS or (len(t) == 2 and "f" in t and set(t) <= set("flr")) for t in tokens):
+        return 1
+    if any(t in HIND_WORDS or (len(t) == 2 and set(t) & set("hb") and set(t) <= set("hblr")) for t in tokens):
+        return -1
+    return 0
+
+
+def facing_turn(robot: Robot, legs: Sequence[Leg]) -> np.ndarray | None:
+    """The base frame a robot that faces along its base's y axis walks in: (3, 3), the orientation of the robot
+    file's base frame in a frame whose x points where the robot faces (a turn of -90 deg about z when it faces +y,
+    +90 when -y); None for a robot with three or more legs none of which hinges about the base's y axis but each
+    about its x (example-robot-data's "quadroped": legs at +-0.2 m in y, named FL, FR, BL, BR, hips and knees
+    about x). AKD walks robots along their base's +x (REP 103); such a robot is planned in the turned frame.
+    It faces +y unless its front feet (by name: F, front, fore) lie at lower y than its hind ones."""
+    if len(legs) < 3:
+        return None
+    _, rot = rest_link_poses(robot, np.zeros(robot.num_dofs))
+    joints = {j.name: j for j in robot.joints}
+    hinges = []
+    for leg in legs:
+        axes = [rot[robot.link_index(joints[n].child)] @ joints[n].axis for n in leg.joint_names]
+        hinges.append((any(abs(a[1]) > 0.7 for a in axes), any(abs(a[0]) > 0.7 for a in axes)))
+    if any(about_y for about_y, _ in hinges) or not all(about_x for _, about_x in hinges):
+        return None
+    link_pos, _ = rest_link_poses(robot, np.zeros(robot.num_dofs))
+    sides = {+1: [], -1: []}
+    for leg in legs:
+        kind = _front_or_hind(leg.foot_link) or _front_or_hind(leg.hip_link)
+        if kind:
+            sides[kind].append(link_pos[robot.link_index(leg.foot_link), 1])
+    forward = -1.0 if sides[1] and sides[-1] and np.mean(sides[1]) < np.mean(sides[-1]) else 1.0
+    angle = -forward * np.pi / 2
+    c, s_ = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def forward_axis(robot: Robot, feet: Sequence[str] | None = None) -> np.ndarray:
+    """(3,) the direction the robot faces, in its base frame: +x (REP 103), or +-y for a robot
+    :func:`facing_turn` turns (legs found from ``feet``, else detected; +x when none are found)."""
+    key = tuple(feet or ())
+    cache = robot.__dict__.setdefault("_akd_forward", {})
+    if key not in cache:
+        try:
+            turn = facing_turn(robot, find_legs(robot, list(feet) if feet else None))
+        except AKDError:
+            turn = None
+        cache[key] = np.array([1.0, 0.0, 0.0]) if turn is None else turn.T @ np.array([1.0, 0.0, 0.0])
+    return cache[key]
+
+
+def turned_base(robot: Robot, turn: np.ndarray) -> Robot:
+    """``robot`` with its root link's frame turned: the same bodies, the root link's geometry, inertia and child
+    joints expressed in a frame in which the file's base frame has orientation ``turn`` (3, 3). A pose of the
+    turned robot with root orientation R is the file's robot with root orientation R @ turn (same root origin)."""
+    import dataclasses
+
+    from akd_core.model.robot import Link
+
+    t = np.eye(4)
+    t[:3, :3] = turn
+    root = robot.root_link
+
+    def moved(geoms):
+        return [dataclasses.replace(g, origin=t @ g.origin) for g in geoms]
+
+    links = []
+    for link in robot.links:
+        if link.name == root:
+            inertial = None if link.inertial is None else dataclasses.replace(link.inertial,
+                                                                             origin=t @ link.inertial.origin)
+            link = Link(link.name, inertial, moved(link.visuals), moved(link.collisions))
+        links.append(link)
+    joints = [dataclasses.replace(j, origin=t @ j.origin) if j.parent == root else dataclasses.replace(j)
+              for j in robot.joints]
+    order_links = {name: i for i, name in enumerate(robot._document_links)}
+    order_joints = {name: i for i, name in enumerate(robot._document_joints)}
+    links.sort(key=lambda link: order_links.get(link.name, len(order_links)))
+    joints.sort(key=lambda j: order_joints.get(j.name, len(order_joints)))
+    out = Robot(robot.name, links, joints, urdf_path=robot.urdf_path, package_paths=robot.package_paths,
+                materials=robot.materials, source=robot._source)
+    out.inserted_links = robot.inserted_links
+    return out
+
+
+__all__ = ["Leg", "find_legs", "facing_turn", "forward_axis", "turned_base", "leg_length", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points",
            "welded_links", "robot_info"]
 
 

@@ -308,8 +308,9 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
                 if locked else "")
         if not hint and not any(_pitch_dofs(robot, leg, link_rot) for leg in legs):
             hint = ("; no leg joint hinges about the base's y axis, so the legs cannot swing along its x axis: AKD "
-                    "walks a robot along its base's +x (REP 103: x forward, y left, z up); if this robot faces "
-                    "another way, rotate its base frame in the robot file")
+                    "walks a robot along its base's +x (REP 103: x forward, y left, z up); `akd gait` turns a robot "
+                    "with three or more legs that faces its base's y axis, for any other rotate its base frame in the "
+                    "robot file")
         raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
                           f"the ground at body height {height:.3f} m (IK error {err * 1000:.1f} mm within the "
                           f"joint limits); check the foot links (--feet) or the URDF joint limits{hint}")

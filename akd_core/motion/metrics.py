@@ -30,7 +30,8 @@ Definitions (per clip of F frames, K feet):
 - ``joint_limit_violation_rad``: max excess over the URDF limits (0 when inside).
 - ``joint_velocity_ratio``: max |finite-difference joint velocity| / URDF velocity limit.
 - ``duty_factor``: mean stance fraction over feet; ``duty_factor_per_foot``: {foot: fraction}.
-- ``speed_mps``: mean root velocity along the body's heading (x axis projected on the ground);
+- ``speed_mps``: mean root velocity along the body's heading (the way it faces, projected on the ground: its x axis,
+  or +-y for a robot facing its base's y, :func:`akd_core.model.legs.forward_axis`);
   ``root_speed_mps``: net horizontal root displacement / duration.
 """
 
@@ -44,6 +45,7 @@ import torch
 
 from akd_core.io.errors import MotionError
 from akd_core.model.kinematics import ForwardKinematics, geometry_corners
+from akd_core.model.legs import forward_axis
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
 
@@ -156,7 +158,7 @@ def motion_metrics(robot: Robot, root_pos: np.ndarray, root_quat: np.ndarray, jo
     out: dict[str, Any] = {"penetration_m": float(max(0.0, -lowest)) if np.isfinite(lowest) else 0.0}
     out.update(_joint_metrics(robot, joint_pos, fps))
     out.update(_foot_metrics(feet, foot_names, foot_contacts, fps, contact_height_m, parts, contact_parts, terrain))
-    out.update(_root_metrics(root_pos, root_quat, fps))
+    out.update(_root_metrics(root_pos, root_quat, fps, forward_axis(robot, foot_names)))
     return out
 
 
@@ -265,13 +267,14 @@ def _swing_clearance(height: np.ndarray, stance: np.ndarray) -> float:
     return float(np.mean(peaks)) if peaks else 0.0
 
 
-def _root_metrics(root_pos: np.ndarray, root_quat: np.ndarray, fps: float) -> dict[str, float]:
+def _root_metrics(root_pos: np.ndarray, root_quat: np.ndarray, fps: float,
+                  forward: np.ndarray = np.array([1.0, 0.0, 0.0])) -> dict[str, float]:
     frames = root_pos.shape[0]
     if frames < 2:
         return {"speed_mps": 0.0, "root_speed_mps": 0.0}
 
     vel = np.gradient(root_pos, 1.0 / fps, axis=0)
-    heading = quat_to_matrix(root_quat)[:, :, 0]  # body x axis in world (F, 3)
+    heading = quat_to_matrix(root_quat) @ forward  # the way the body faces, in world (F, 3): its x axis (REP 103)
     heading[:, 2] = 0.0
     heading /= np.maximum(np.linalg.norm(heading, axis=-1, keepdims=True), 1e-9)
     forward = float(np.mean(np.sum(vel * heading, axis=-1)))

@@ -68,6 +68,8 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
         raise ConfigError("--prompt is empty; describe the motion, e.g. --prompt 'a dog trotting forward'")
     robot = load_robot(robot_spec, package_paths)
     legs = find_legs(robot, list(feet) if feet else None)
+    facing = _Facing(robot, legs)
+    robot, legs = facing.robot, facing.legs  # what the gait is planned on (the file's robot unless it faces +-y)
     ground, ground_notes = _terrain(robot, legs, robot_spec, prompt or "", terrain)
     for note in ground_notes:
         log.info(note)
@@ -79,7 +81,7 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
             raise ConfigError("gait spec overrides apply to a single gait; a program's segments come from its prompt "
                               "or command file")
         return _stage_program(run, robot, legs, robot_spec, prompt or "", duration, fps, seed, commands,
-                              max_velocity_ratio, ground, ground_notes)
+                              max_velocity_ratio, ground, ground_notes, facing)
     duration = DEFAULT_DURATION if duration is None else duration
     spec, notes = spec_from_prompt(prompt, robot, legs)
     if spec_overrides:
@@ -95,13 +97,14 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     with run.running_stage("gait", config) as metrics:
         result = generate_gait_result(robot, spec, duration, fps, legs, prompt=prompt,
                                       max_velocity_ratio=max_velocity_ratio, terrain=ground)
+        robot = facing.file_robot
         write_run_robot(run, robot)  # robot.urdf, and robot.xml for an MJCF robot
-        motion = result.motion
+        motion = facing.to_file(result.motion)
         save_run_terrain(run, ground, motion.root_pos[:, :2], ground_notes)
         config["terrain"] = ground.spec
         motion.save(run.file(REFERENCE))
         config["spec"] = result.spec.to_dict()
-        config["notes"] = notes + [n for n in result.spec.notes if n not in notes]
+        config["notes"] = facing.notes + notes + [n for n in result.spec.notes if n not in notes]
         run.set_stage("gait", config=config)
         quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
                                  motion.foot_names, motion.foot_offsets, motion.foot_contacts,
@@ -119,6 +122,35 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     return metrics
 
 
+class _Facing:
+    """A robot that faces along its base's y axis (:func:`akd_core.model.legs.facing_turn`) is planned with its base
+    frame turned to face +x; the reference is written in the robot file's base frame (same root origin, the root
+    orientation times the turn), so every later stage runs the file's robot."""
+
+    def __init__(self, robot: Any, legs: Sequence[Any]):
+        from akd_core.model.legs import facing_turn, turned_base
+
+        self.file_robot, self.robot, self.legs, self.notes = robot, robot, list(legs), []
+        self.turn = facing_turn(robot, legs)
+        if self.turn is not None:
+            self.robot = turned_base(robot, self.turn)
+            self.legs = find_legs(self.robot, [leg.foot_link for leg in legs])
+            side = "+y" if self.turn[1, 0] < 0 else "-y"
+            self.notes = [f"robot '{robot.name}' faces its base's {side} (its legs hinge about the base's x axis): "
+                          f"planned in a base frame turned {'-' if side == '+y' else '+'}90 deg about z so that it "
+                          "walks forward; reference.npz holds the robot file's base orientation"]
+            log.info(self.notes[0])
+
+    def to_file(self, motion: Any) -> Any:
+        """``motion`` of the planning robot as a motion of the robot file's (the same one when not turned)."""
+        if self.turn is None:
+            return motion
+        from akd_core.model.spatial import matrix_to_quat, quat_multiply
+
+        motion.root_quat = quat_multiply(motion.root_quat, matrix_to_quat(self.turn)).astype(np.float32)
+        return motion
+
+
 def _terrain(robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str, spec: str | None) -> tuple[Any, list[str]]:
     """The run's terrain and notes (:func:`akd_core.model.terrain.resolve_terrain`); a procedural feature begins
     TERRAIN_GAP m ahead of the robot's front feet in its stance."""
@@ -132,8 +164,10 @@ def _terrain(robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str, spec
 
 def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str, prompt: str,
                    duration: float | None, fps: float, seed: int, commands: str | None,
-                   max_velocity_ratio: float, ground: Any = None, ground_notes: Sequence[str] = ()) -> dict[str, Any]:
+                   max_velocity_ratio: float, ground: Any = None, ground_notes: Sequence[str] = (),
+                   facing: _Facing | None = None) -> dict[str, Any]:
     """The gait stage of a motion program (prompt or command timeline): see :func:`stage_gait`."""
+    facing = facing or _Facing(robot, legs)
     program = (program_from_commands(commands, robot, legs, prompt) if commands
                else program_from_prompt(prompt, robot, legs))
     for note in program.notes:
@@ -146,8 +180,9 @@ def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str
     with run.running_stage("gait", config) as metrics:
         result = generate_program(robot, program, fps, legs, prompt=prompt, max_velocity_ratio=max_velocity_ratio,
                                   duration=duration, terrain=ground)
+        robot = facing.file_robot
         write_run_robot(run, robot)
-        motion = result.motion
+        motion = facing.to_file(result.motion)
         if ground is not None:
             save_run_terrain(run, ground, motion.root_pos[:, :2], ground_notes)
             config["terrain"] = ground.spec
@@ -160,7 +195,7 @@ def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str
         config["segments"] = segments
         # the fastest moving segment stands for the clip where one spec is read (summaries, the zoo bench)
         config["spec"] = main.spec.to_dict() if main is not None else {"pattern": "stand", "speed": 0.0}
-        config["notes"] = result.notes
+        config["notes"] = facing.notes + list(result.notes)
         run.set_stage("gait", config=config)
         quality = motion_metrics(robot, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps,
                                  motion.foot_names, motion.foot_offsets, motion.foot_contacts,
