@@ -649,7 +649,7 @@ def test_the_costs_slip_speed_is_the_stance_slip_metric_and_a_sliding_plan_does_
     assert terms["slip_mps"][0] > 0
     loose = dataclasses.replace(setup, settle_m=10.0)  # any link error settles
     monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 10.0)
-    settled, _ = TR.settled_plan(window, loose, start, values[0])
+    settled, _, _ = TR.settled_plan(window, loose, start, values[0])
     assert settled is not None
     monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 0.5 * terms["slip_mps"][0] / setup.cfg.settle_fraction)
     assert TR.settled_plan(window, loose, start, values[0])[0] is None

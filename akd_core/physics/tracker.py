@@ -67,6 +67,7 @@ SETTLED_TILT_RAD = 0.05
 # stance slip (m/s, metrics.stance_slip) a clip should stay within (the zoo's pass criterion, docs/zoo.md): a
 # warm-started plan settles only when it also predicts its feet in contact sliding below settle_fraction x this
 SLIP_LIMIT_MPS = 0.03
+BOOST_SLIP_FRACTION = 1.0  # a window whose warm start predicts sliding above this x SLIP_LIMIT_MPS is boosted too
 
 # The MPC's warm start fades toward the feedforward targets with a 2 s time constant (TrackingConfig.warm_decay_s).
 # Kept as planned, the knot offsets random-walk: each re-plan's MPPI mean moves them by its sampling noise, and
@@ -585,11 +586,11 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             nominal = np.array(nominal) * decay
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
             score = partial(window.score, setup.planning_engine.rollout, st["engine_state"])
-            result, predicted = settled_plan(window, setup, st["engine_state"], nominal)
+            result, predicted, sliding = settled_plan(window, setup, st["engine_state"], nominal)
             if result is None:
                 # a drifting window gets more candidates (adaptive sample count): accuracy where it is needed,
                 # instead of a second attempt at the whole clip
-                boost = predicted > setup.boost_m > 0
+                boost = setup.boost_m > 0 and (predicted > setup.boost_m or sliding > BOOST_SLIP_FRACTION * SLIP_LIMIT_MPS)
                 result = (boosted if boost else planner).improve(nominal, score)
                 if setup.settle_m > 0 or setup.boost_m > 0:  # the rollout that predicted the drift
                     result = dataclasses.replace(result, evaluated=result.evaluated + 1)
@@ -629,18 +630,19 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
 
 
 def settled_plan(window: PlanWindow, setup: Setup, state: Any,
-                 nominal: np.ndarray) -> tuple[PlanResult | None, float]:
+                 nominal: np.ndarray) -> tuple[PlanResult | None, float, float]:
     """(The warm-started plan as it is, or None; the link error one rollout of it predicts over the horizon).
     The plan is kept when it already tracks well within the clip's limit (event-triggered MPC: sampling where the
     robot drifts, not where the last plan still holds). Costs one rollout; nothing without settling or boosting."""
     if setup.settle_m <= 0 and setup.boost_m <= 0:
-        return None, 0.0
+        return None, 0.0, 0.0
     cost, terms = window.score_terms(setup.planning_engine.rollout, state, nominal[None])
     link = float(terms["link"][0]) if np.isfinite(cost[0]) and terms["diverged"][0] == 0 else np.inf
+    slip = float(terms["slip_mps"][0])
     if link <= setup.settle_m and terms["orientation"][0] <= SETTLED_TILT_RAD and \
-            terms["slip_mps"][0] <= setup.cfg.settle_fraction * SLIP_LIMIT_MPS:
-        return PlanResult(nominal, float(cost[0]), 1), link
-    return None, link
+            slip <= setup.cfg.settle_fraction * SLIP_LIMIT_MPS:
+        return PlanResult(nominal, float(cost[0]), 1), link, slip
+    return None, link, slip
 
 
 def _last_knot(known: dict[int, np.ndarray], joints: int) -> np.ndarray:
