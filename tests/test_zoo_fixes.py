@@ -236,3 +236,19 @@ def test_a_quadruped_facing_its_base_y_is_planned_turned_and_its_reference_is_in
     base_x = quat_to_matrix(ref.root_quat[-1].astype(np.float64))[:, 0]
     np.testing.assert_allclose(base_x, [0, -1, 0], atol=0.05)
     assert metrics["speed_mps"] > 0.5 and "faces its base's +y" in " ".join(run.manifest()["stages"]["gait"]["config"]["notes"])
+
+
+# ----------------------------------------------------------------------------- paces
+def test_a_paces_body_sways_over_the_side_whose_feet_are_down(a1):
+    """A pace stands on one side's feet at a time: its body is carried by their forces (akd_core.motion.centroidal),
+    so it sways toward that side (a straight body failed b1's pace at 0.078 m and ANYmal C's at 0.384 m)."""
+    from akd_core.motion.gait import GaitSpec, generate_gait_result
+
+    motion = generate_gait_result(a1, GaitSpec(pattern="pace", speed=0.8), duration=2.0).motion
+    names, down, y = motion.foot_names, motion.foot_contacts, motion.root_pos[:, 1]
+    left = np.array([n.startswith(("FL", "RL")) for n in names])
+    on_left = down[:, left].all(1) & ~down[:, ~left].any(1)
+    on_right = down[:, ~left].all(1) & ~down[:, left].any(1)
+    steady = np.arange(len(y)) >= 40  # after the start ramp
+    assert y[on_left & steady].mean() - y[on_right & steady].mean() > 0.015
+    assert np.ptp(y[steady]) > 0.02

@@ -757,7 +757,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                        f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
                        f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
-            if _carried(resolved, stance):
+            if _moved_by_feet(resolved, stance):
                 if slow_down and slowest is not None and ratio >= slowest[0]:
                     # a gait with flight phases whose joints got faster when it was slowed down: its flights and
                     # landings set them, not its strides (anymal-kinova's gallop: 1.96 x its velocity limit at 2.49
@@ -765,8 +765,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     worsened = True
                     if slowest[0] > 1.0:
                         raise MotionError(
-                            f"{message}; slowing a {resolved.pattern} down makes its joints faster (its flights and "
-                            f"landings set their speed), and at its best ({slowest[1]:.2f} m/s) it needs "
+                            f"{message}; slowing a {resolved.pattern} down makes its joints faster ("
+                            + ("its flights and landings set their speed" if _carried(resolved, stance) else
+                               "a slower pace sways its body farther over each side's feet")
+                            + f"), and at its best ({slowest[1]:.2f} m/s) it needs "
                             f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
                             f"{resolved.pattern} within its joint limits; ask for a trot, a walk or a bound, or raise "
                             "the limit")
@@ -796,7 +798,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             if refit:
                 frequency = resolved.frequency * TERRAIN_REACH_CADENCE
             current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
-        if ratio > max_velocity_ratio and _carried(resolved, stance) and ik_error <= accept and \
+        if ratio > max_velocity_ratio and _moved_by_feet(resolved, stance) and ik_error <= accept and \
                 (best is None or ratio < best[0]):
             best = (ratio, motion, resolved, ik_error, message)
         if not slow_down or attempt == MAX_ATTEMPTS - 1 or worsened or \
@@ -926,7 +928,7 @@ def _build(robot: Robot, spec: GaitSpec, stance: Stance, duration: float, fps: f
     def solve(share: float, lower: float, lean: float) -> tuple[Motion, float]:
         plan = planner(share, lower, lean)
         return solve_clip(robot, stance, times, plan(times), fps, prompt,
-                          balance=plan if _balanced(spec, stance) else None, carry=_carried(spec, stance))
+                          balance=plan if _balanced(spec, stance) else None, carry=_moved_by_feet(spec, stance))
 
     default = (PITCH_SHARE, 0.0, 0.0)
     if terrain is None or terrain.is_flat or len(stance.legs) < 3:
@@ -1051,11 +1053,22 @@ def _carried(spec: GaitSpec, stance: Stance) -> bool:
             and PATTERNS[pattern_key(spec.pattern, len(stance.legs))].flight)
 
 
+def _moved_by_feet(spec: GaitSpec, stance: Stance) -> bool:
+    """Whether the clip's body motion comes from its feet's forces (:func:`_carry_body`): gaits with flight phases
+    (:func:`_carried`) and paces, whose feet on one side at a time cannot hold a body that does not sway over them
+    (b1's "pace forward" on a straight body: 0.078 m, slowed to 0.91 of 1.70 m/s; carried: 0.016 m at 1.47)."""
+    return _carried(spec, stance) or (CARRY_FLIGHT and not spec.level_body and len(stance.legs) >= 3
+                                      and spec.pattern == "pace")
+
+
 def _slower_cadence(resolved: GaitSpec, stance: Stance, scale: float) -> float:
     """The cadence of ``resolved`` slowed down by ``scale``: a time-stretch (the same stride), except for a gait with
     flight phases, which shares the slow-down between stride and cadence and keeps its flights within MAX_FLIGHT_S:
     a time-stretch lengthens them, and a body that falls farther between stances lands harder (an a1 pronk slowed so
     went from 0.84 to 2.5 x a velocity limit)."""
+    if _moved_by_feet(resolved, stance) and not _carried(resolved, stance):
+        return resolved.frequency * math.sqrt(scale)  # a pace: a slower cadence sways its body farther (ANYmal C's
+        # pace time-stretched to 1.19 Hz tracked at 0.384 m)
     if not _carried(resolved, stance):
         return resolved.frequency * scale
     floor = min(resolved.frequency, _flight_fraction(resolved, stance.legs) / MAX_FLIGHT_S)
