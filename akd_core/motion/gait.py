@@ -223,6 +223,9 @@ class Stance:
     # (K, 3) from each foot's contact point up its shin to the knee (the lowest leg joint SHIN_MIN leg lengths or more
     # above the foot) in the root frame: what a terrain's footholds keep clear of stair noses; None: not checked
     shins: np.ndarray | None = None
+    # whether every leg has a joint that hinges about the body's x axis (a hip roll / abduction), so the body can sway
+    # sideways over its feet: a pace's body is carried only then (example-robot-data's "quadroped" has none)
+    sway: bool = True
 
 
 def _pitch_dofs(robot: Robot, leg: Leg, rot0: np.ndarray) -> list[int]:
@@ -314,7 +317,10 @@ def stance_pose(robot: Robot, legs: Sequence[Leg], body_height: float | None = N
         raise MotionError(f"robot '{robot.name}' cannot stand with its feet {[leg.foot_link for leg in legs]} on "
                           f"the ground at body height {height:.3f} m (IK error {err * 1000:.1f} mm within the "
                           f"joint limits); check the foot links (--feet) or the URDF joint limits{hint}")
-    return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length,
+    joints = {j.name: j for j in robot.joints}
+    sway = all(any(abs((link_rot[robot.link_index(joints[n].child)] @ joints[n].axis)[0]) > 0.7
+                   for n in leg.joint_names) for leg in legs)
+    return Stance(joint_pos=q_final[0], body_height=height, leg_length=leg_length, sway=sway,
                   feet_body=feet_body - np.array([0.0, 0.0, height]), foot_rot=foot_rot, legs=new_legs,
                   centres=centres, stride_room=float(rooms[best]),
                   shins=_shins(robot, new_legs, root, q_final[0], offsets, leg_length))
@@ -1058,7 +1064,7 @@ def _moved_by_feet(spec: GaitSpec, stance: Stance) -> bool:
     (:func:`_carried`) and paces, whose feet on one side at a time cannot hold a body that does not sway over them
     (b1's "pace forward" on a straight body: 0.078 m, slowed to 0.91 of 1.70 m/s; carried: 0.016 m at 1.47)."""
     return _carried(spec, stance) or (CARRY_FLIGHT and not spec.level_body and len(stance.legs) >= 3
-                                      and spec.pattern == "pace")
+                                      and spec.pattern == "pace" and stance.sway)
 
 
 def _slower_cadence(resolved: GaitSpec, stance: Stance, scale: float) -> float:
