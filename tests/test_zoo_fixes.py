@@ -157,7 +157,8 @@ def test_joint_damping_and_rotor_inertia_count_in_the_torque_a_motor_gives_as_mu
     robot = _op3()
     rng = np.random.default_rng(0)
     frames, fps = 9, 50.0
-    pos = rng.uniform(-0.3, 0.3, robot.num_dofs) + np.outer(np.sin(np.arange(frames) / 3.0), rng.uniform(-1, 1, robot.num_dofs))
+    pos = rng.uniform(-0.3, 0.3, robot.num_dofs) + np.outer(np.sin(np.arange(frames) / 3.0),
+                                                            rng.uniform(-1, 1, robot.num_dofs))
     clip = Motion(fps=fps, joint_names=robot.joint_names, joint_pos=pos, root_pos=np.tile([0.0, 0.0, 0.3], (frames, 1)),
                   root_quat=np.tile([0.0, 0.0, 0.0, 1.0], (frames, 1)))
     qd = clip.joint_vel().astype(np.float64)
@@ -235,7 +236,8 @@ def test_a_quadruped_facing_its_base_y_is_planned_turned_and_its_reference_is_in
     assert travel[0] > 0.8 and abs(travel[1]) < 0.01
     base_x = quat_to_matrix(ref.root_quat[-1].astype(np.float64))[:, 0]
     np.testing.assert_allclose(base_x, [0, -1, 0], atol=0.05)
-    assert metrics["speed_mps"] > 0.5 and "faces its base's +y" in " ".join(run.manifest()["stages"]["gait"]["config"]["notes"])
+    notes = " ".join(run.manifest()["stages"]["gait"]["config"]["notes"])
+    assert metrics["speed_mps"] > 0.5 and "faces its base's +y" in notes
 
 
 # ----------------------------------------------------------------------------- paces

@@ -372,7 +372,8 @@ def turned_base(robot: Robot, turn: np.ndarray) -> Robot:
     return out
 
 
-__all__ = ["Leg", "find_legs", "facing_turn", "forward_axis", "turned_base", "leg_length", "chain_joints", "contact_point", "rest_link_poses", "lowest_link_points",
+__all__ = ["Leg", "find_legs", "facing_turn", "forward_axis", "turned_base", "leg_length", "chain_joints",
+           "contact_point", "rest_link_poses", "lowest_link_points",
            "welded_links", "robot_info"]
 
 

@@ -268,12 +268,13 @@ def _swing_clearance(height: np.ndarray, stance: np.ndarray) -> float:
 
 
 def _root_metrics(root_pos: np.ndarray, root_quat: np.ndarray, fps: float,
-                  forward: np.ndarray = np.array([1.0, 0.0, 0.0])) -> dict[str, float]:
+                  forward: np.ndarray | None = None) -> dict[str, float]:
     frames = root_pos.shape[0]
     if frames < 2:
         return {"speed_mps": 0.0, "root_speed_mps": 0.0}
 
     vel = np.gradient(root_pos, 1.0 / fps, axis=0)
+    forward = np.array([1.0, 0.0, 0.0]) if forward is None else forward
     heading = quat_to_matrix(root_quat) @ forward  # the way the body faces, in world (F, 3): its x axis (REP 103)
     heading[:, 2] = 0.0
     heading /= np.maximum(np.linalg.norm(heading, axis=-1, keepdims=True), 1e-9)

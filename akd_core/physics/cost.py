@@ -104,7 +104,8 @@ class TrackingCost:
             smooth = np.abs(offsets[:, :-2] - 2 * offsets[:, 1:-1] + offsets[:, 2:]).mean((1, 2))
         diverged = np.where(batch.diverged, 1e3, 0.0)
         return {"link": link, "orientation": orient, "joint": joint, "height": height, "velocity": velocity,
-                "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset, "effort": effort, "diverged": diverged}
+                "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset, "effort": effort,
+                "diverged": diverged}
 
     def __call__(self, batch: RolloutBatch, t0: int, offsets: np.ndarray | None = None) -> np.ndarray:
         terms = self.terms(batch, t0, offsets)

@@ -590,7 +590,8 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             if result is None:
                 # a drifting window gets more candidates (adaptive sample count): accuracy where it is needed,
                 # instead of a second attempt at the whole clip
-                boost = setup.boost_m > 0 and (predicted > setup.boost_m or sliding > BOOST_SLIP_FRACTION * SLIP_LIMIT_MPS)
+                boost = setup.boost_m > 0 and (predicted > setup.boost_m
+                                               or sliding > BOOST_SLIP_FRACTION * SLIP_LIMIT_MPS)
                 result = (boosted if boost else planner).improve(nominal, score)
                 if setup.settle_m > 0 or setup.boost_m > 0:  # the rollout that predicted the drift
                     result = dataclasses.replace(result, evaluated=result.evaluated + 1)
@@ -631,9 +632,10 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
 
 def settled_plan(window: PlanWindow, setup: Setup, state: Any,
                  nominal: np.ndarray) -> tuple[PlanResult | None, float, float]:
-    """(The warm-started plan as it is, or None; the link error one rollout of it predicts over the horizon).
-    The plan is kept when it already tracks well within the clip's limit (event-triggered MPC: sampling where the
-    robot drifts, not where the last plan still holds). Costs one rollout; nothing without settling or boosting."""
+    """(The warm-started plan as it is, or None; the link error and the stance slip one rollout of it predicts over
+    the horizon). The plan is kept when it already tracks well within the clip's limit with its feet not sliding
+    (event-triggered MPC: sampling where the robot drifts, not where the last plan still holds). Costs one rollout;
+    nothing without settling or boosting."""
     if setup.settle_m <= 0 and setup.boost_m <= 0:
         return None, 0.0, 0.0
     cost, terms = window.score_terms(setup.planning_engine.rollout, state, nominal[None])
