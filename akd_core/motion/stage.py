@@ -89,7 +89,7 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
     for note in notes:
         log.warning(note) if note.startswith("warning") else log.info(note)
     notes = notes + [placeholder] if placeholder else notes  # logged above; recorded with the others
-    run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
+    run.update_manifest(robot=str(robot_spec), robot_format=facing.file_robot.source_format, prompt=prompt,
                         seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "duration": duration, "fps": fps, "seed": seed,
               "max_velocity_ratio": max_velocity_ratio,
@@ -172,7 +172,7 @@ def _stage_program(run: RunDir, robot: Any, legs: Sequence[Any], robot_spec: str
                else program_from_prompt(prompt, robot, legs))
     for note in program.notes:
         log.info(note)
-    run.update_manifest(robot=str(robot_spec), robot_format=robot.source_format, prompt=prompt,
+    run.update_manifest(robot=str(robot_spec), robot_format=facing.file_robot.source_format, prompt=prompt,
                         seeds={"gait": int(seed)})
     config = {"robot": str(robot_spec), "prompt": prompt, "commands": None if commands is None else str(commands),
               "duration": duration, "fps": fps, "seed": seed, "max_velocity_ratio": max_velocity_ratio,
