@@ -9,6 +9,10 @@ times (tracking stage, whole cell). A cell passes when:
   gaits with flight phases, 0.08 m bipeds), stance slip <= 0.03 m/s, no fall, the cross-check passed;
 - the achieved speed >= 0.8 x the asked speed, OR a note of the gait stage names the joint that limits the speed
   and by what ratio of its velocity limit ("needs joint 'X' at 1.32 x its URDF velocity limit");
+- a turn's yaw rate (the simulated root's heading after the start ramp) >= 0.8 x the asked one, OR a note names
+  what limits it: the joint that slowed the whole gait down, or legs without a hip roll, which can turn only by
+  sliding their feet (``stages.gait.metrics.turn_limited_by``: the turn is lowered to what keeps that slide within
+  0.01 m/s, akd_core.motion.gait.sagittal_legs_limit);
 - the generated gait is the one asked for (a gait replaced by another fails), and `akd run`'s own verdict passed
   (its other reason: the root ended more than a body length from the reference's end).
 
@@ -90,6 +94,8 @@ SLIP_LIMIT_MPS = 0.03
 SPEED_FRACTION = 0.8
 SPEED_SAMPLE_S = 0.1  # root path sampled every 0.1 s for the achieved speed
 LIMITER_NOTE = re.compile(r"needs joint '([^']+)' at ([0-9.]+) x its (?:URDF )?velocity limit")
+TURN_NOTE = re.compile(r"turning (left|right) at ([0-9.]+) rad/s")  # the prompt's turn (older runs' manifests)
+TURN_FRACTION = 0.8  # a turn cell's yaw rate must reach this fraction of the asked one, or a note names its limit
 FINISHED = ("done", "failed")  # manifest pipeline.status of a run that went through every stage
 RETRYABLE = ("error", "timeout", "crashed")  # record statuses --retry runs again
 
@@ -473,6 +479,34 @@ def achieved_speed(tracked: Path, ramp_s: float = 0.5) -> float | None:
     return path / ((idx[-1] - first) * dt)
 
 
+def achieved_turn_rate(tracked: Path, ramp_s: float = 0.5) -> float | None:
+    """Mean yaw rate of the simulated root after the start ramp (rad/s, + = left): the heading of the root's x axis
+    on the ground, unwrapped; None without a clip."""
+    try:
+        with np.load(tracked) as data:
+            quat, dt = np.asarray(data["root_quat"], dtype=np.float64), float(data["dt"])
+    except (OSError, KeyError, ValueError):
+        return None
+    first = int(math.ceil(ramp_s / dt - 1e-6))
+    if first >= len(quat) - 1:
+        return None
+    x, y, z, w = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]  # xyzw: the rotated x axis' ground projection
+    heading = np.unwrap(np.arctan2(2 * (x * y + w * z), 1 - 2 * (y * y + z * z)))
+    return float((heading[-1] - heading[first]) / ((len(quat) - 1 - first) * dt))
+
+
+def asked_turn_rate(metrics: dict[str, Any], notes: list[str]) -> float:
+    """The yaw rate the prompt asked for (rad/s, + = left), before any limit lowered it: the gait stage's
+    ``asked_turn_rate_radps``, or for older runs its "turning left at X rad/s" note; 0 for a straight gait."""
+    if metrics.get("asked_turn_rate_radps") is not None:
+        return float(metrics["asked_turn_rate_radps"])
+    for note in notes:
+        found = TURN_NOTE.search(note)
+        if found:
+            return float(found[2]) * (1.0 if found[1] == "left" else -1.0)
+    return 0.0
+
+
 def speed_limiter(notes: list[str]) -> tuple[str, float] | None:
     """(joint, ratio to its velocity limit) named by the gait stage's notes as what slowed the gait down."""
     for note in notes:
@@ -544,6 +578,10 @@ def read_manifest(manifest: dict[str, Any], out: Path, robot: ZooRobot, cell: Ce
         "achieved_speed_mps": achieved_speed(out / "tracked.npz", float(spec.get("ramp_time", 0.5)))
         if track else None,
         "speed_limiter": list(limiter) if limiter else None,
+        "asked_turn_rate_radps": asked_turn_rate(metrics, notes),
+        "achieved_turn_rate_radps": achieved_turn_rate(out / "tracked.npz", float(spec.get("ramp_time", 0.5)))
+        if track else None,
+        "turn_limiter": metrics.get("turn_limited_by"),
         "gait_generated": spec.get("pattern"),
         "notes": notes,
         "verdict_passed": verdict.get("passed"),
@@ -579,6 +617,11 @@ def judge(fig: dict[str, Any]) -> tuple[bool, list[str]]:
         if achieved is None or not achieved >= SPEED_FRACTION * asked:
             got = "unknown" if achieved is None else f"{achieved:.2f}"
             reasons.append(f"speed {got} m/s < {SPEED_FRACTION} x asked {asked:.2f} m/s, no joint named as the limit")
+    turn, turned = fig.get("asked_turn_rate_radps"), fig.get("achieved_turn_rate_radps")
+    if turn and not fig.get("speed_limiter") and not fig.get("turn_limiter"):
+        if turned is None or not turned * math.copysign(1.0, turn) >= TURN_FRACTION * abs(turn):
+            got = "unknown" if turned is None else f"{turned:+.2f}"
+            reasons.append(f"turn rate {got} rad/s < {TURN_FRACTION} x asked {turn:+.2f} rad/s, no limit named")
     for reason in fig.get("verdict_reasons") or []:
         if not reason.startswith(("link error", "the tracked robot fell")):  # those are counted above
             reasons.append(f"verdict: {reason}")

@@ -135,16 +135,19 @@ BOUND = next(c for c in Z.cells_for(4) if c.name == "bound-quick")
 
 
 def _synthetic_run(cache: Path, cell, *, link_err=0.01, pattern=None, achieved=1.0, asked=1.0, chosen=None,
-                   notes=(), fell=False, crosscheck=True, slip=0.01, limit=None, duration=2.0) -> None:
+                   notes=(), fell=False, crosscheck=True, slip=0.01, limit=None, duration=2.0, yaw_rate=0.0,
+                   gait_extra=None) -> None:
     """A finished run directory as `akd run` leaves it: manifest.json, and tracked.npz whose root moves at
-    ``achieved`` m/s after the 0.5 s ramp."""
+    ``achieved`` m/s and turns at ``yaw_rate`` rad/s after the 0.5 s ramp."""
     run = cache / QUADRUPED.name / cell.name
     run.mkdir(parents=True)
     dt, frames = 0.02, int(round(duration / 0.02)) + 1
     t = np.arange(frames) * dt
     x = np.where(t < 0.5, 0.0, (t - 0.5) * achieved)
-    np.savez(run / "tracked.npz", dt=np.float32(dt), root_pos=np.stack([x, 0 * x, 0.5 + 0 * x], 1))
-    gait_metrics = {"speed_command_mps": asked if chosen is None else chosen}
+    yaw = np.where(t < 0.5, 0.0, (t - 0.5) * yaw_rate)
+    quat = np.stack([0 * yaw, 0 * yaw, np.sin(yaw / 2), np.cos(yaw / 2)], 1)  # xyzw
+    np.savez(run / "tracked.npz", dt=np.float32(dt), root_pos=np.stack([x, 0 * x, 0.5 + 0 * x], 1), root_quat=quat)
+    gait_metrics = {"speed_command_mps": asked if chosen is None else chosen, **(gait_extra or {})}
     if asked is not None:
         gait_metrics["asked_speed_mps"] = asked
     track = {"link_pos_err_m": link_err, "stance_slip_mps": slip, "fell": fell, "final_root_err_m": 0.02}
@@ -191,6 +194,32 @@ def test_a_speed_limited_by_a_named_joint_passes_and_the_manifest_limit_is_used(
     # the manifest's own limit (`akd track --link-err-limit`) wins over the class limit
     _synthetic_run(tmp_path / "b", BOUND, link_err=0.045, limit=0.04)
     assert _judged(tmp_path / "b", BOUND)["reasons"] == ["link error 0.045 m > 0.04 m"]
+
+
+TURN = next(c for c in Z.cells_for(4) if c.turn)
+
+
+def test_a_turn_is_judged_by_its_yaw_rate_unless_a_limit_is_named(tmp_path):
+    assert TURN.prompt == "trot forward turning left" and Z.TURN_FRACTION == 0.8
+    asked = {"asked_turn_rate_radps": 0.6}
+    _synthetic_run(tmp_path / "turns", TURN, yaw_rate=0.55, gait_extra=asked)
+    fig = _judged(tmp_path / "turns", TURN)
+    assert fig["passed"] and fig["achieved_turn_rate_radps"] == pytest.approx(0.55, rel=1e-3)
+    _synthetic_run(tmp_path / "straight", TURN, yaw_rate=0.3, gait_extra=asked)
+    assert _judged(tmp_path / "straight", TURN)["reasons"] == [
+        "turn rate +0.30 rad/s < 0.8 x asked +0.60 rad/s, no limit named"]
+    _synthetic_run(tmp_path / "wrong way", TURN, yaw_rate=-0.6, gait_extra=asked)
+    assert not _judged(tmp_path / "wrong way", TURN)["passed"]
+    # legs without a hip roll: the gait stage lowered the turn and said why
+    why = {**asked, "turn_limited_by": "turning at 0.60 rad/s moves the stance feet sideways ... (no hip roll)"}
+    _synthetic_run(tmp_path / "sagittal", TURN, yaw_rate=0.05, gait_extra=why)
+    fig = _judged(tmp_path / "sagittal", TURN)
+    assert fig["passed"] and fig["turn_limiter"] == why["turn_limited_by"]
+    # older runs: the asked turn from the prompt's note; a right turn is negative
+    _synthetic_run(tmp_path / "old", TURN, yaw_rate=-0.2, notes=["turning right at 0.50 rad/s"])
+    fig = _judged(tmp_path / "old", TURN)
+    assert fig["asked_turn_rate_radps"] == -0.5 and fig["reasons"] == [
+        "turn rate -0.20 rad/s < 0.8 x asked -0.50 rad/s, no limit named"]
 
 
 def test_the_asked_speed_comes_from_the_prompt_when_the_manifest_lacks_it(tmp_path):

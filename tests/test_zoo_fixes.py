@@ -269,3 +269,48 @@ def test_a_pace_of_legs_without_a_hip_roll_keeps_a_straight_body():
     assert not stance_pose(turned, find_legs(turned)).sway
     a1 = load_urdf(example_robot_urdf("a1"))
     assert stance_pose(a1, find_legs(a1)).sway
+
+
+# ----------------------------------------------------------------------------- legs without a hip roll (solo)
+def test_legs_without_a_hip_roll_turn_and_step_sideways_only_as_far_as_their_feet_would_slide(tmp_path):
+    """Solo-8's legs hinge about the body's y axis only: a turn needs every stance foot to move sideways under its hip
+    (0.16 m/s for "trot forward turning left"), which they can only do by sliding. The turn is lowered until they
+    slide SIDEWAYS_SLIDE_MPS, the note and the manifest say why; forward speed is kept, and solo12 (hip rolls) keeps
+    its turn."""
+    from akd_core.io.rundir import RunDir
+    from akd_core.motion.gait import SIDEWAYS_SLIDE_MPS, GaitSpec, generate_gait_result, stance_pose
+    from akd_core.motion.metrics import motion_metrics
+    from akd_core.motion.prompt import spec_from_prompt
+    from akd_core.motion.stage import stage_gait
+
+    solo = load_urdf(example_robot_urdf("solo"))
+    legs = find_legs(solo)
+    stance = stance_pose(solo, legs)
+    assert not stance.sway
+    spec = spec_from_prompt("trot forward turning left", solo, legs)[0]
+    result = generate_gait_result(solo, spec, 2.0, 50, legs, stance=stance)
+    reach = float(np.abs(stance.feet_body[:, 0]).max())
+    assert result.asked_turn_rate == spec.turn_rate > 0.4
+    assert result.spec.turn_rate * reach == pytest.approx(SIDEWAYS_SLIDE_MPS, rel=1e-6)
+    assert "no hip roll" in result.sideways_limit and result.sideways_limit in result.spec.notes
+    assert result.spec.speed == pytest.approx(spec.speed) and result.limit is None
+    motion = result.motion
+    quality = motion_metrics(solo, motion.root_pos, motion.root_quat, motion.joint_pos, motion.fps, motion.foot_names,
+                             motion.foot_offsets, motion.foot_contacts)
+    assert quality["foot_skate_mps"] <= 1.5 * SIDEWAYS_SLIDE_MPS and result.ik_error_m < 5e-3
+    # a sideways walk: its speed, all of it sideways, lowered the same way
+    left = generate_gait_result(solo, GaitSpec("walk", speed=0.3, direction=np.pi / 2), 2.0, 50, legs, stance=stance)
+    assert left.spec.speed == pytest.approx(SIDEWAYS_SLIDE_MPS) and left.spec.direction == pytest.approx(np.pi / 2)
+    assert left.asked_speed == pytest.approx(0.3) and "stepping sideways at 0.30 m/s" in left.sideways_limit
+    # hip rolls: the turn as asked
+    solo12 = load_urdf(example_robot_urdf("solo12"))
+    legs12 = find_legs(solo12)
+    spec12 = spec_from_prompt("trot forward turning left", solo12, legs12)[0]
+    turned = generate_gait_result(solo12, spec12, 2.0, 50, legs12)
+    assert turned.sideways_limit is None and turned.spec.turn_rate == pytest.approx(spec12.turn_rate)
+    # the manifest: the asked and the commanded turn rate, and why they differ
+    metrics = stage_gait(RunDir(tmp_path / "run", create=True), str(example_robot_urdf("solo")),
+                         "trot forward turning left", duration=1.0, fps=50)
+    assert metrics["asked_turn_rate_radps"] == pytest.approx(spec.turn_rate)
+    assert metrics["turn_rate_command_radps"] == pytest.approx(result.spec.turn_rate)
+    assert metrics["turn_limited_by"] == result.sideways_limit

@@ -109,6 +109,13 @@ START_ACCEL_MPS2 = 0.25 * GRAVITY
 # each effort slow-down of a gait with flight phases: speed x CARRIED_EFFORT_STEP, stance fraction + CARRIED_DUTY_STEP
 # (up to CARRIED_MAX_DUTY): its peak forces come from carrying the body in short stances
 CARRIED_EFFORT_STEP = 0.85
+# Legs without a hip roll (no leg joint hinges about the body's x axis: Solo-8, example-robot-data's "quadroped") move
+# their feet in the body's sagittal planes only. A turn or a sideways step needs every stance foot to move sideways
+# under its hip (a turn at w rad/s: w times the foot's distance ahead of or behind the body's centre, in m/s), which
+# such feet can only do by sliding: a turn and a sideways speed are lowered until the feet slide at most this (m/s),
+# a third of the tracker's 0.03 m/s stance-slip bar (tracking adds its own). solo's "trot forward turning left"
+# (0.85 rad/s, 0.16 m/s of sideways foot travel) had failed with a 0.34 m link error at 0.38 of its speed.
+SIDEWAYS_SLIDE_MPS = 0.01
 STEADY_EFFORT_PERCENTILE = 95.0  # the torque statistic the effort check of gaits without flight phases uses
 CARRIED_DUTY_STEP = 0.1
 CARRIED_MAX_DUTY = 0.6
@@ -610,6 +617,8 @@ class GaitResult:
     asked_speed: float | None = None  # m/s, the spec's speed before any lowering
     limit: SpeedLimit | None = None  # the joint limit that made the clip slower than asked (None: not lowered)
     effort_ratio: float = 0.0  # the clip's largest inverse-dynamics torque over its joint's effort limit
+    asked_turn_rate: float | None = None  # rad/s, the spec's turn rate before any lowering
+    sideways_limit: str | None = None  # why the turn rate and sideways speed are lower than asked (sagittal_legs_limit)
 
 
 def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
@@ -624,6 +633,35 @@ def generate_gait(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: floa
     fails) MotionError names the joint.
     """
     return generate_gait_result(robot, spec, duration, fps, legs, prompt, slow_down).motion
+
+
+def sagittal_legs_limit(spec: GaitSpec, stance: Stance) -> tuple[GaitSpec, str | None]:
+    """``spec`` with its turn rate and sideways speed lowered to what legs without a hip roll can do
+    (``SIDEWAYS_SLIDE_MPS``), and the note saying so; ``spec`` itself and None for legs with one (``Stance.sway``),
+    or when the feet would slide no more than that."""
+    if stance.sway or len(stance.legs) < 3:
+        return spec, None
+    reach = float(np.abs(stance.feet_body[:, 0]).max())  # the farthest foot ahead of or behind the body's centre
+    forward, sideways = spec.speed * math.cos(spec.direction), spec.speed * math.sin(spec.direction)
+    slide = abs(sideways) + abs(spec.turn_rate) * reach
+    if slide <= SIDEWAYS_SLIDE_MPS:
+        return spec, None
+    scale = SIDEWAYS_SLIDE_MPS / slide
+    lowered = dataclasses.replace(spec, turn_rate=spec.turn_rate * scale)
+    asked, now = [], []
+    if spec.turn_rate:
+        asked.append(f"turning at {abs(spec.turn_rate):.2f} rad/s")
+        now.append(f"{abs(lowered.turn_rate):.2f} rad/s")
+    if abs(sideways) > 1e-9:
+        asked.append(f"stepping sideways at {abs(sideways):.2f} m/s")
+        sideways *= scale
+        now.append(f"{abs(sideways):.2f} m/s sideways")
+        lowered = dataclasses.replace(lowered, speed=float(math.hypot(forward, sideways)),
+                                      direction=float(math.atan2(sideways, forward)))
+    note = (f"{' and '.join(asked)} moves the stance feet sideways under the hips at {slide:.2f} m/s, and no leg joint "
+            "of this robot hinges about the body's x axis (no hip roll), so its feet could only slide: lowered by "
+            f"{scale:.2f} to {' and '.join(now)}, where they slide at most {SIDEWAYS_SLIDE_MPS:g} m/s")
+    return dataclasses.replace(lowered, notes=list(spec.notes) + [note]), note
 
 
 def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fps: float = 50.0,
@@ -666,6 +704,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         spec = dataclasses.replace(spec, notes=list(spec.notes) + stair_notes)
     if stance is None or spec.body_height is not None:
         stance = stance_pose(robot, legs, spec.body_height)
+    asked_spec = spec
+    spec, sideways_note = sagittal_legs_limit(spec, stance)
+    if sideways_note:
+        log.warning(sideways_note)
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
     current, notes = spec, list(spec.notes)
@@ -836,7 +878,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     lowered = resolved.speed < float(spec.speed) - 1e-9
     resolved = dataclasses.replace(resolved, notes=list(notes))  # with the notes of the last attempt's checks
     return GaitResult(motion=motion, spec=resolved, ik_error_m=ik_error, joint_velocity_ratio=ratio,
-                      asked_speed=float(spec.speed), limit=first_limit if lowered else None, effort_ratio=effort)
+                      asked_speed=float(asked_spec.speed), limit=first_limit if lowered else None, effort_ratio=effort,
+                      asked_turn_rate=float(asked_spec.turn_rate), sideways_limit=sideways_note)
 
 
 

@@ -113,7 +113,10 @@ def stage_gait(run: RunDir, robot_spec: str, prompt: str, duration: float | None
         metrics.update(quality)
         metrics.update(ik_foot_error_m=result.ik_error_m, asked_speed_mps=float(spec.speed),
                        speed_command_mps=result.spec.speed, frequency_hz=result.spec.frequency,
+                       asked_turn_rate_radps=float(spec.turn_rate), turn_rate_command_radps=result.spec.turn_rate,
                        num_frames=motion.num_frames, joint_effort_ratio=result.effort_ratio)
+        if result.sideways_limit:  # legs without a hip roll: a turn or sideways step lowered, and why
+            metrics.update(turn_limited_by=result.sideways_limit)
         if result.limit is not None:  # slower than asked: which joint's limit, how many times it, which limit
             metrics.update(speed_limited_by=result.limit.joint, speed_limit_ratio=float(result.limit.ratio),
                            speed_limit_kind=result.limit.kind)
