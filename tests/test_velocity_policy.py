@@ -575,13 +575,15 @@ def _ros_run(tmp_path: Path, onnx: Path, seconds: float):
 
     env = ros_env(tmp_path)
     out = tmp_path / "driver.json"
+    # the driver first: it waits for the policy's first command, so a driver that imports slowly on a loaded machine
+    # cannot miss the start of the simulator's fixed-length run
+    driver = start(["-m", "tests.test_velocity_policy", "--twist-driver", str(out), "--timeout", "90"], env,
+                   tmp_path / "driver.log")
     sim = start(["-m", "akd_ros.sim", "--ros-args", "-p", "robot:=quadruped", "-p", f"policy:={onnx}",
                  "-p", f"duration:={seconds}", "-p", "wait_for_subscribers:=1", "-p", "wait_timeout:=60.0"],
                 env, tmp_path / "sim.log")
     policy = start(["-m", "akd_ros.policy_node", "--ros-args", "-p", f"policy:={onnx}", "-p", "cmd_vel:=true",
                     "-p", "use_sim_time:=true", "-p", f"duration:={seconds - 0.1}"], env, tmp_path / "policy.log")
-    driver = start(["-m", "tests.test_velocity_policy", "--twist-driver", str(out), "--timeout", "90"], env,
-                   tmp_path / "driver.log")
     for proc, log, limit in ((driver, "driver.log", 150), (sim, "sim.log", 60), (policy, "policy.log", 30)):
         try:
             proc.wait(timeout=limit)
