@@ -45,6 +45,7 @@ class PipelineConfig:
     package_paths: list[str] = field(default_factory=list)
     track_iterations: int | None = None
     track_fast: bool = False  # `akd track --fast` (tracker.FAST_PRESET)
+    track_integrator: str | None = None  # `akd track --integrator` (None: implicitfast)
     device: str | None = None
     exports: tuple[str, ...] = DEFAULT_EXPORTS
     force: bool = False
@@ -81,6 +82,7 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
     return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast,
+                       integrator=cfg.track_integrator,
                        link_err_limit_m=cfg.link_err_limit_m)
 
 

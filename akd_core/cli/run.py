@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
     parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
     add_fast_argument(parser)
+    parser.add_argument("--integrator", default=None, choices=("implicitfast", "euler"),
+                        help="MuJoCo integrator of the tracking models (default implicitfast; `akd track --help`)")
     add_verdict_arguments(parser)
     parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
     parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         robot=args.robot, prompt=motion_prompt(args), commands=args.commands, terrain=args.terrain, out=args.out,
         source=args.source, duration=args.duration, fps=args.fps,
         seed=args.seed, feet=args.feet.split(",") if args.feet else None, package_paths=args.package_path,
-        track_iterations=args.iterations, track_fast=args.fast, device=args.device, exports=exports, force=args.force,
+        track_iterations=args.iterations, track_fast=args.fast, track_integrator=args.integrator,
+        device=args.device, exports=exports, force=args.force,
         prior=args.prior, video_model=args.video_model, distill_iterations=args.distill_iterations,
         distill_param=args.param, distill_init=args.init, link_err_limit_m=args.link_err_limit,
         keep_failed=args.keep_failed)

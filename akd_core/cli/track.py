@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MuJoCo step of the MPC's candidate rollouts, s (default: bipeds 2 x the tracking "
                              "step, with its contact stiffness; other robots and 0: the tracking step). What is "
                              "executed always steps at --sim-dt")
+    parser.add_argument("--integrator", default=None, choices=("implicitfast", "euler"),
+                        help="MuJoCo integrator of the tracking models (default implicitfast; euler: the PD damping "
+                             "explicit, loaded stance feet no longer creep: docs/tracking.md 'Integrator')")
     parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim-dt", type=float, default=None,
@@ -69,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = stage_track(run, resume=not args.no_resume, method=args.method, engine=args.engine, device=args.device,
                           samples=args.samples, iterations=args.iterations, noise_rad=args.noise,
                           horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
+                          integrator=args.integrator,
                           retry_above_m=args.retry_above, antithetic=args.antithetic, fast=args.fast,
                           warm_decay_s=args.warm_decay,
                           seed=args.seed,

@@ -35,7 +35,7 @@ from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
 from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
-from akd_core.physics.engines.mujoco import contact_timeconst, has_simplifiable_contacts
+from akd_core.physics.engines.mujoco import MUJOCO_INTEGRATORS, contact_timeconst, has_simplifiable_contacts
 from akd_core.physics.engines.warp_runtime import resolve_device
 from akd_core.physics.gradient import track_adam
 from akd_core.physics.inverse import inverse_dynamics_torques
@@ -105,6 +105,10 @@ class TrackingConfig:
     # the control period holds a whole number of them), the tracking step itself for other robots and at 0; what is
     # executed always steps at sim_dt
     plan_dt: float | None = None
+    # MuJoCo's integrator for the executed and the planning models (MUJOCO_INTEGRATORS; Newton has its own): "euler"
+    # integrates the PD damping explicitly, consistently with the contact forces, where implicitfast lets loaded stance
+    # feet creep (docs/tracking.md, "Integrator")
+    integrator: str = "implicitfast"
     select: str = "mean"  # planner output: softmax mean of the candidates (MPPI) or the best one ("best")
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
     antithetic: bool = False  # perturbations in +/- pairs
@@ -338,8 +342,10 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     schedule = contact_schedule(robot, reference)  # every contact part of every foot (heel and toe of a sole)
     feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
+    if cfg.integrator not in MUJOCO_INTEGRATORS:
+        raise ConfigError(f"--integrator must be one of {MUJOCO_INTEGRATORS}, got {cfg.integrator!r}")
     engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain,
-                         **({"ground_pairs": GROUND_PAIRS} if name == "mujoco" else {}))
+                         **({"ground_pairs": GROUND_PAIRS, "integrator": cfg.integrator} if name == "mujoco" else {}))
     biped = is_biped(robot, reference)
     planning_engine = planning_model(cfg, engine, robot, physics, biped)
     root0, shift = start_pose(robot, reference, terrain)
@@ -417,7 +423,8 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
         return engine
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
                        engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt),
-                       simple_contacts=simple, terrain=engine.terrain, ground_pairs=GROUND_PAIRS)
+                       simple_contacts=simple, terrain=engine.terrain, ground_pairs=GROUND_PAIRS,
+                       integrator=cfg.integrator)
 
 
 # ----------------------------------------------------------------------------- execution record

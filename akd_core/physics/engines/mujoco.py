@@ -42,6 +42,14 @@ def import_mujoco():
     return mujoco, mj_rollout
 
 
+# The integrators a tracking model may step with (``build_mujoco`` ``integrator``). implicitfast (the models' own,
+# Robot.to_mjcf and mjcf.tracking_spec) integrates the PD actuators' damping implicitly, after MuJoCo has solved the
+# contact forces against the plain mass matrix, so loaded stance feet creep inside their friction cone (MuJoCo issue
+# 3443: "pre-existing for h k_v"); euler integrates that damping explicitly, consistently with the contacts (spot's
+# pronk replayed: 0.049 -> 0.015 m/s of stance slip; docs/tracking.md, "Integrator").
+MUJOCO_INTEGRATORS = ("implicitfast", "euler")
+
+
 def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
     """The contact (and joint-limit) time constant a model stepping ``timestep`` gets: MuJoCo needs >= 2 timesteps
     to stay stable, and stiffer than that it silently clamps."""
@@ -50,14 +58,16 @@ def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
 
 def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Feet | None = None,
                  link_names: list[str] | None = None, contact_timeconst_s: float | None = None,
-                 simple_contacts: bool = False, terrain: Terrain | None = None, ground_pairs: bool = False):
+                 simple_contacts: bool = False, terrain: Terrain | None = None, ground_pairs: bool = False,
+                 integrator: str | None = None):
     """(MjModel, MjData) of ``robot`` with the shared PD law and contact material; with ``feet`` / ``link_names``
     also the sensors :class:`MujocoEngine` reads. ``contact_timeconst_s`` (a planning model, see
     :class:`MujocoEngine`): the contact and limit time constant to keep even below two timesteps. ``terrain``
     (None: flat): its geoms replace the ground plane, with the plane's material (friction, contact time constant,
     and for an MJCF robot the plane's priority over the robot's geoms). ``ground_pairs``: the same contacts as
     explicit robot-ground pairs where that is exact (:func:`use_ground_pairs`); a model whose geoms' contact
-    parameters are edited after it is built (randomised friction) must not ask for them."""
+    parameters are edited after it is built (randomised friction) must not ask for them. ``integrator`` (one of
+    MUJOCO_INTEGRATORS; None: the model's own, implicitfast)."""
     mujoco, _ = import_mujoco()
     contact = physics.contact
     timeconst = contact_timeconst(physics, timestep) if contact_timeconst_s is None else float(contact_timeconst_s)
@@ -113,6 +123,8 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
         simplify_contacts(spec, feet)
     if ground_pairs and flat:
         use_ground_pairs(spec)
+    if integrator is not None:
+        spec.option.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
     if contact_timeconst_s is not None and timeconst < 2.0 * timestep:
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE  # keep the stiffness MuJoCo would clamp
     model = spec.compile()
@@ -338,14 +350,14 @@ class MujocoEngine:
     def __init__(self, robot: Robot, physics: PhysicsParams, sim_dt: float, steps: int, feet: Feet,
                  link_names: list[str] | None = None, threads: int | None = None,
                  contact_timeconst_s: float | None = None, simple_contacts: bool = False,
-                 terrain: Terrain | None = None, ground_pairs: bool = False):
+                 terrain: Terrain | None = None, ground_pairs: bool = False, integrator: str | None = None):
         mujoco, mj_rollout = import_mujoco()
         self.mujoco, self.robot, self.physics, self.feet = mujoco, robot, physics, feet
         self.terrain = terrain if terrain is not None else Terrain.flat()
         self.sim_dt, self.steps = float(sim_dt), int(steps)
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names, contact_timeconst_s,
-                                             simple_contacts, self.terrain, ground_pairs)
+                                             simple_contacts, self.terrain, ground_pairs, integrator)
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
