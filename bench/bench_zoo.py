@@ -55,7 +55,8 @@ cells not run show "-".
 Options: --robots (comma list or 'all', the default), --gaits (walk,trot,pace,bound,gallop,pronk,run,turn), --speeds
 (slow,default,quick), --duration (s, default 4), --out (cache, default runs/zoo), --timeout (s per cell, default
 1800), --jobs (cells in parallel, default 1), --retry, --list, --report-only, --json FILE (every cell's figures),
---write-docs (docs/zoo.md and docs/images/zoo_heatmap.png, drawn with Pillow; --docs-dir elsewhere).
+--write-docs (docs/zoo.md and docs/images/zoo_heatmap.png, drawn with Pillow; --docs-dir elsewhere), --integrator
+(`akd run --integrator` for every cell; give such a matrix its own --out).
 """
 
 from __future__ import annotations
@@ -340,8 +341,8 @@ class Runner:
     """Runs cells as `akd run` subprocesses (each its own process group), with a per-cell timeout; :meth:`stop`
     interrupts every running one (SIGINT: `akd run` leaves its checkpoints), then kills what is left."""
 
-    def __init__(self, cache: Path, duration: float, timeout: float):
-        self.cache, self.duration, self.timeout = cache, duration, timeout
+    def __init__(self, cache: Path, duration: float, timeout: float, integrator: str | None = None):
+        self.cache, self.duration, self.timeout, self.integrator = cache, duration, timeout, integrator
         self._procs: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
         self.stopping = False
@@ -351,7 +352,8 @@ class Runner:
         out = run_dir(self.cache, robot.name, cell.name)
         out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [*akd_command(), "run", "--robot", robot.spec, "--prompt", cell.prompt, "--out", str(out),
-               "--duration", f"{self.duration:g}", "--export", "none"] + (["--force"] if force else [])
+               "--duration", f"{self.duration:g}", "--export", "none"] + (["--force"] if force else []) \
+            + (["--integrator", self.integrator] if self.integrator else [])
         log_path = out.parent / f"{cell.name}.log"
         start = time.perf_counter()
         with open(log_path, "w" if force else "a") as log:  # a resumed run's output follows the earlier one's
@@ -870,6 +872,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "zoo", help="cache folder (default runs/zoo)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per cell (default 1800)")
     parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel (default 1)")
+    parser.add_argument("--integrator", default=None, choices=("implicitfast", "euler"),
+                        help="`akd run --integrator` for every cell (default: akd's); give it its own --out")
     parser.add_argument("--retry", action="store_true", help="re-run cells that ended in an error, time-out or crash")
     parser.add_argument("--list", action="store_true", help="print the robots and cells (and cache state) and exit")
     parser.add_argument("--report-only", action="store_true", help="run nothing: report what the cache holds")
@@ -929,7 +933,7 @@ def run_cells(todo: list[tuple[ZooRobot, Cell]], cache: Path, args: argparse.Nam
     """Run the cells the cache does not hold, --jobs at a time; True when interrupted (Ctrl-C / SIGTERM)."""
     from tqdm import tqdm
 
-    runner = Runner(cache, args.duration, args.timeout)
+    runner = Runner(cache, args.duration, args.timeout, args.integrator)
     states = {(r.name, c.name): cache_state(cache, r, c, args.duration, args.retry) for r, c in todo}
     pending = [(r, c) for r, c in todo if states[r.name, c.name] != "cached"]
     bar = tqdm(total=len(todo), initial=len(todo) - len(pending), desc="zoo", unit="cell", dynamic_ncols=True)
