@@ -314,3 +314,26 @@ def test_legs_without_a_hip_roll_turn_and_step_sideways_only_as_far_as_their_fee
     assert metrics["asked_turn_rate_radps"] == pytest.approx(spec.turn_rate)
     assert metrics["turn_rate_command_radps"] == pytest.approx(result.spec.turn_rate)
     assert metrics["turn_limited_by"] == result.sideways_limit
+
+
+# ----------------------------------------------------------------------------- slow bounds (zoo cells bound-slow)
+def test_a_slow_bound_first_reaches_its_footholds_and_is_never_kept_beyond_its_effort_limits():
+    """hyq "bound forward slowly" asked 1.2 m strides its legs cannot reach (IK 32 mm) and stopped with a velocity
+    error: feet off their targets now come first (shorter strides). b1's was kept at 1.39 m/s needing 4.3 x a thigh's
+    effort limit (it fell at 1.42 m): a kept attempt is slowed further for its efforts."""
+    from akd_core.motion.gait import generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
+
+    hyq = load_urdf(example_robot_urdf("hyq"))
+    legs = find_legs(hyq)
+    result = generate_gait_result(hyq, spec_from_prompt("bound forward slowly", hyq, legs)[0], 1.0, 50, legs,
+                                  max_velocity_ratio=0.75)
+    assert result.ik_error_m < 5e-3 and result.joint_velocity_ratio <= 1.0
+    assert any("cannot reach their targets" in note and "strides shortened" in note for note in result.spec.notes)
+
+    b1 = load_urdf(example_robot_urdf("b1"))
+    legs = find_legs(b1)
+    result = generate_gait_result(b1, spec_from_prompt("bound forward slowly", b1, legs)[0], 1.0, 50, legs,
+                                  max_velocity_ratio=0.75)
+    assert not any("kept (within the URDF limit" in note for note in result.spec.notes)
+    assert result.spec.speed < 1.0 and result.effort_ratio < 2.5 and result.limit.kind == "effort"
