@@ -40,6 +40,15 @@ def add_fast_argument(parser: argparse.ArgumentParser) -> None:
                              "faster, about the same link error: docs/tracking.md 'Fast preset'; bipeds: no change)")
 
 
+def add_integrator_argument(parser: argparse.ArgumentParser) -> None:
+    from akd_core.physics.engines.mujoco import MUJOCO_INTEGRATORS
+
+    parser.add_argument("--integrator", default=None, choices=MUJOCO_INTEGRATORS,
+                        help="MuJoCo integrator of the tracking models (default implicitfast; euler: the PD damping "
+                             "explicit, so loaded stance feet no longer creep; bipeds fall with it: docs/tracking.md "
+                             "'Integrator')")
+
+
 def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--link-err-limit", type=float, default=None, metavar="M",
                         help="the clip fails above this mean link error in m (default by motion class: 0.03 walks, "

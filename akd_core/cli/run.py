@@ -7,6 +7,7 @@ from pathlib import Path
 
 from akd_core.cli.options import (
     add_fast_argument,
+    add_integrator_argument,
     add_motion_arguments,
     add_robot_options,
     add_verdict_arguments,
@@ -32,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
     parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
     add_fast_argument(parser)
-    parser.add_argument("--integrator", default=None, choices=("implicitfast", "euler"),
-                        help="MuJoCo integrator of the tracking models (default implicitfast; `akd track --help`)")
+    add_integrator_argument(parser)
     add_verdict_arguments(parser)
     parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
     parser.add_argument("--export", default=",".join(DEFAULT_EXPORTS),

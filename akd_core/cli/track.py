@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from akd_core.cli.options import add_fast_argument, add_verdict_arguments, fail_unless_passed
+from akd_core.cli.options import add_fast_argument, add_integrator_argument, add_verdict_arguments, fail_unless_passed
 from akd_core.io.rundir import TRACKED, RunDir
 from akd_core.physics.metrics import fall_warning
 from akd_core.physics.tracker import METHODS, stage_track
@@ -33,9 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MuJoCo step of the MPC's candidate rollouts, s (default: bipeds 2 x the tracking "
                              "step, with its contact stiffness; other robots and 0: the tracking step). What is "
                              "executed always steps at --sim-dt")
-    parser.add_argument("--integrator", default=None, choices=("implicitfast", "euler"),
-                        help="MuJoCo integrator of the tracking models (default implicitfast; euler: the PD damping "
-                             "explicit, loaded stance feet no longer creep: docs/tracking.md 'Integrator')")
+    add_integrator_argument(parser)
     parser.add_argument("--mu", type=float, default=None, help="Coulomb friction coefficient (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim-dt", type=float, default=None,
