@@ -45,7 +45,7 @@ class PipelineConfig:
     package_paths: list[str] = field(default_factory=list)
     track_iterations: int | None = None
     track_fast: bool = False  # `akd track --fast` (tracker.FAST_PRESET)
-    track_integrator: str | None = None  # `akd track --integrator` (None: implicitfast)
+    track_integrator: str | None = None  # `akd track --integrator` (None: by the robot's feet, TrackingConfig)
     device: str | None = None
     exports: tuple[str, ...] = DEFAULT_EXPORTS
     force: bool = False

