@@ -151,7 +151,8 @@ def resolve_setup(options: SimOptions) -> SimSetup:
         sim_dt = float(metrics.get("sim_dt_s") or dt / max(1, math.ceil(dt / DEFAULT_SIM_DT - 1e-9)))
         physics = WorldPhysics(kp=np.asarray(tracked.kp, np.float64), kd=np.asarray(tracked.kd, np.float64),
                                armature=defaults.armature if armature is None else np.asarray(armature, np.float64),
-                               contact=contact, dt=dt, sim_dt=sim_dt)
+                               contact=contact, dt=dt, sim_dt=sim_dt,
+                               integrator=str(metrics.get("integrator") or "implicitfast"))
         state = BodyState(tracked.root_pos[0], tracked.root_quat[0], tracked.joint_pos[0], tracked.root_lin_vel[0],
                           tracked.root_ang_vel[0], tracked.joint_vel[0]).astype(np.float64)
         return SimSetup(robot, physics, state, tracked.pd_targets[0].astype(np.float64), f"run {run.path}")

@@ -39,7 +39,8 @@ def feedforward_run(path: Path, robot: Robot, prompt: str, duration: float = 2.0
     run.update_manifest(robot=robot.name, prompt=prompt)
     run.set_stage("track", status="done", seconds=0.0, config=cfg.to_dict(),
                   metrics={**metrics, "selected_targets": "feedforward", "engine": "mujoco", "method": "mpc",
-                           "sim_dt_s": setup.engine.sim_dt, **setup.physics.to_dict()})
+                           "sim_dt_s": setup.engine.sim_dt, "integrator": setup.engine.integrator,
+                           **setup.physics.to_dict()})
     return run
 
 

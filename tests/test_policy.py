@@ -225,10 +225,13 @@ def test_bc_pairs_state_k_with_target_k_plus_1_and_reference_frame_k(dataset):
 
 # ----------------------------------------------------------------------------- the world
 def test_world_replays_a_tracked_run_exactly_as_tracking_simulated_it(runs, quadruped, dataset):
-    """The evaluation world is the tracking model: the run's PD targets from its first state give its states."""
+    """The evaluation world is the tracking model: the run's PD targets from its first state give its states. That
+    takes the tracking's integrator (euler for the quadruped), carried through the dataset's env_args."""
     tracked = TrackedMotion.load(runs[0].file(TRACKED))
     physics = B.dataset_physics(dataset, quadruped)
+    assert physics.integrator == "euler" == E.WorldPhysics.from_dict(physics.to_dict()).integrator
     world = E.SimWorld(quadruped, physics)
+    assert world.engine.integrator == "euler"
     start, target0 = V.start_state(B.demo_starts(dataset.demos[0]), 0)
     world.reset(start, target0)
     states = [world.step(t) for t in tracked.pd_targets[1:].astype(np.float64)]

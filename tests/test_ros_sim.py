@@ -275,6 +275,7 @@ def test_sim_setup_takes_the_runs_physics_and_start_or_the_default_pose(trot_run
     np.testing.assert_allclose(setup.physics.kd, tracked.kd)
     np.testing.assert_allclose(setup.physics.armature, metrics["armature"])
     assert setup.physics.dt == pytest.approx(tracked.dt) and setup.physics.sim_dt == pytest.approx(metrics["sim_dt_s"])
+    assert setup.physics.integrator == metrics["integrator"] == "euler"
     np.testing.assert_allclose(setup.state.joint_pos, tracked.joint_pos[0]) and np.testing.assert_allclose(
         setup.target, tracked.pd_targets[0])
     default = resolve_setup(SimOptions(robot="quadruped"))

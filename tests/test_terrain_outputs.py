@@ -197,6 +197,10 @@ def test_scene_xml_compiles_and_its_rays_meet_the_terrain_with_the_robot_at_the_
     assert data.qpos[:3] == pytest.approx(motion.root_pos[0], abs=1e-5)  # MJCF keeps 6 significant digits
     assert data.qpos[7:] == pytest.approx(motion.joint_pos[0], abs=1e-5)
     assert write_run_scene(flat) is None and not (flat / SCENE_XML).exists()  # flat ground: no scene
+    assert model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST  # AKD's MJCF's own: the run has no track
+    RunDir(stairs).set_stage("track", status="done", metrics={"integrator": "euler"})
+    euler = mujoco.MjModel.from_xml_path(str(write_run_scene(stairs)))  # the tracking's, to replay tracked.npz
+    assert euler.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER
 
 
 def test_hdf5_and_lerobot_carry_the_terrain_grid_of_terrain_npz(runs, tmp_path):

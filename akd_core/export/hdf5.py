@@ -97,13 +97,14 @@ def env_args(episode: Episode) -> dict[str, Any]:
 
 def tracking_physics(episode: Episode) -> dict[str, Any]:
     """What a simulator needs to replay the episode's PD targets as tracking executed them (the track stage's
-    ``sim_dt_s``, ``armature``, ``contact``, ``engine``, ``method``; empty for a reference clip or a run without
-    a manifest). The policy's MuJoCo environment reads them back."""
+    ``sim_dt_s``, ``armature``, ``contact``, ``engine``, ``method``, ``integrator`` (MuJoCo's); empty for a reference
+    clip or a run without a manifest). The policy's MuJoCo environment reads them back."""
     path = Path(episode.run_dir) / "manifest.json"
     if episode.source != "tracked" or not path.exists():
         return {}
     metrics = ((json.loads(path.read_text()).get("stages") or {}).get("track") or {}).get("metrics") or {}
-    return {k: metrics[k] for k in ("sim_dt_s", "armature", "contact", "engine", "method") if k in metrics}
+    keys = ("sim_dt_s", "armature", "contact", "engine", "method", "integrator")
+    return {k: metrics[k] for k in keys if metrics.get(k) is not None}
 
 
 def _list(values) -> list[float | None]:

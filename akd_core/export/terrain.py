@@ -82,7 +82,8 @@ def write_run_scene(run_dir: str | Path, terrain: Terrain | None = None) -> Path
 
     The robot is the run's ``robot.xml`` (an MJCF robot; the floor and props of the scene it came from are left
     out) or AKD's MJCF of ``robot.urdf`` (:meth:`Robot.to_mjcf`; position actuators with the gains of
-    ``tracked.npz`` when the run was tracked). The terrain's geoms are named ``terrain_plane0``, ``terrain_box3``,
+    ``tracked.npz`` when the run was tracked), stepping with the MuJoCo integrator the run was tracked with. The
+    terrain's geoms are named ``terrain_plane0``, ``terrain_box3``,
     ``terrain_hfield0``, ... and collide with the robot; a keyframe ``akd_start`` holds the clip's first pose."""
     run = RunDir(run_dir)
     terrain = terrain if terrain is not None else run_terrain(run)
@@ -92,6 +93,11 @@ def write_run_scene(run_dir: str | Path, terrain: Terrain | None = None) -> Path
             path.unlink()
         return None
     spec = _robot_spec(run)
+    integrator = (((run.manifest().get("stages") or {}).get("track") or {}).get("metrics") or {}).get("integrator")
+    if integrator:  # replaying tracked.npz's targets needs the tracking's integration (euler, implicitfast)
+        import mujoco
+
+        spec.option.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{str(integrator).upper()}")
     terrain.add_to_mjspec(spec, prefix="terrain")
     spec.modelname = f"{SCENE_MODEL_PREFIX}{terrain.kind}"
     try:

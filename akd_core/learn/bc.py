@@ -41,8 +41,9 @@ class BCConfig:
 
 
 def dataset_physics(dataset: PolicyDataset, robot: Robot) -> WorldPhysics:
-    """The MuJoCo physics the data was tracked with: the dataset's kp/kd, and its env_args' armature, contact and
-    ``sim_dt_s`` (written by ``akd export`` from the track stage); the tracking defaults where they are absent."""
+    """The MuJoCo physics the data was tracked with: the dataset's kp/kd, and its env_args' armature, contact,
+    ``sim_dt_s`` and ``integrator`` (written by ``akd export`` from the track stage); the tracking defaults where they
+    are absent (implicitfast: what tracking used before it recorded its integrator)."""
     env = dataset.env_args
     defaults = default_physics(robot, kp=dataset.kp, kd=dataset.kd)
     armature = env.get("armature")
@@ -55,7 +56,7 @@ def dataset_physics(dataset: PolicyDataset, robot: Robot) -> WorldPhysics:
     if sim_dt <= 0:
         sim_dt = dataset.dt / max(1, int(math.ceil(dataset.dt / MUJOCO_SIM_DT - 1e-9)))
     return WorldPhysics(kp=dataset.kp, kd=dataset.kd, armature=armature, contact=contact, dt=dataset.dt,
-                        sim_dt=sim_dt)
+                        sim_dt=sim_dt, integrator=str(env.get("integrator") or "implicitfast"))
 
 
 def demo_starts(demo: Demo) -> dict[str, np.ndarray]:

@@ -112,7 +112,8 @@ def scaled_base_mass(robot: Robot, scale: float) -> Robot:
 @dataclass
 class WorldPhysics:
     """The physics of the data: PD gains, armature, contact material (its ``mu`` is the nominal friction), control
-    period and simulation step."""
+    period, simulation step and MuJoCo integrator (the tracking's: euler for robots with three or more feet; data
+    written before the track metrics recorded it was tracked with implicitfast)."""
 
     kp: np.ndarray  # (J,)
     kd: np.ndarray  # (J,)
@@ -120,6 +121,7 @@ class WorldPhysics:
     contact: dict[str, float]  # ContactParams fields
     dt: float  # control period, s
     sim_dt: float  # MuJoCo step, s (dt is a whole number of steps)
+    integrator: str = "implicitfast"  # MUJOCO_INTEGRATORS
 
     def params(self, robot: Robot, friction: float | None = None) -> PhysicsParams:
         contact = ContactParams(**{k: float(v) for k, v in self.contact.items()
@@ -134,13 +136,13 @@ class WorldPhysics:
     def to_dict(self) -> dict[str, Any]:
         return {"kp": np.asarray(self.kp, np.float64), "kd": np.asarray(self.kd, np.float64),
                 "armature": np.asarray(self.armature, np.float64), "contact": dict(self.contact), "dt": self.dt,
-                "sim_dt": self.sim_dt}
+                "sim_dt": self.sim_dt, "integrator": self.integrator}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WorldPhysics:
         return cls(kp=np.asarray(d["kp"], np.float64), kd=np.asarray(d["kd"], np.float64),
                    armature=np.asarray(d["armature"], np.float64), contact=dict(d["contact"]), dt=float(d["dt"]),
-                   sim_dt=float(d["sim_dt"]))
+                   sim_dt=float(d["sim_dt"]), integrator=str(d.get("integrator") or "implicitfast"))
 
 
 def delayed_ramp(before: np.ndarray, current: np.ndarray, target: np.ndarray, steps: int, dt: float,
@@ -176,7 +178,7 @@ class SimWorld:
         self.physics = physics
         self.params = physics.params(self.robot, friction)
         self.engine = MujocoEngine(self.robot, self.params, physics.sim_dt, physics.substeps,
-                                   Feet((), np.zeros((0, 3))), link_names=[], threads=1)
+                                   Feet((), np.zeros((0, 3))), link_names=[], threads=1, integrator=physics.integrator)
         self.model, self.data, self.mujoco = self.engine.model, self.engine.data, self.engine.mujoco
         self.dt = physics.dt
         self.latency_s = float(np.clip(latency_s, 0.0, self.dt))

@@ -124,7 +124,8 @@ class VelocityVecEnv:
         self.max_frames = int(round(cfg.episode_s / self.dt))
         params = physics.params(robot)
         self.engine = MujocoEngine(robot, params, physics.sim_dt, physics.substeps,
-                                   Feet(tuple(frames.foot_names), frames.foot_points), link_names=[], threads=1)
+                                   Feet(tuple(frames.foot_names), frames.foot_points), link_names=[], threads=1,
+                                   integrator=physics.integrator)
         self.mujoco = self.engine.mujoco
         base = self.engine.model
         # the geoms whose friction the model builder sets (ground and feet), as TrackingVecEnv finds them
