@@ -747,17 +747,13 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                         (resolved.speed == 0 and resolved.turn_rate == 0):
                     if effort > EFFORT_RATIO:
                         worst = int(efforts.argmax())
-                        notes.append(f"warning: gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint "
-                                     f"'{robot.joint_names[worst]}' at {effort:.2f} x its URDF effort limit "
-                                     f"({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x); the "
-                                     "tracker clamps its feedforward there")
+                        notes.append(f"warning: {_effort_message(robot, resolved, worst, effort)}; the tracker "
+                                     "clamps its feedforward there")
                         log.warning(notes[-1])
                     break
                 worst = int(efforts.argmax())
                 factor = effort_speed_factor(robot, motion, torques, percentile)
-                message = (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint "
-                           f"'{robot.joint_names[worst]}' at {effort:.2f} x its URDF effort limit "
-                           f"({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
+                message = _effort_message(robot, resolved, worst, effort)
                 # a gait with flight phases lands harder than the scaling above says and carries its weight on one
                 # or two feet whatever the speed: it is slowed step by step while its dynamics exceed the limit
                 carried = _carried(resolved, stance)
@@ -774,12 +770,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 first_limit = first_limit or SpeedLimit(robot.joint_names[worst], effort, "effort")
                 notes.append(f"{message}: slowed down by {factor:.2f}")
                 log.warning(notes[-1])
-                current = dataclasses.replace(current, speed=resolved.speed * factor,
-                                              turn_rate=resolved.turn_rate * factor,
-                                              frequency=_slower_cadence(resolved, stance, factor))
-                if carried and spec.duty_factor is None:  # longer stances: the same impulse at lower forces
-                    current = dataclasses.replace(current, duty_factor=min(resolved.duty_factor + CARRIED_DUTY_STEP,
-                                                                           CARRIED_MAX_DUTY))
+                current = _effort_slowed(current, resolved, stance, factor, carried and spec.duty_factor is None)
                 continue
 
             inside = feasibility_summary(robot, motion)["cop_inside_frac"]
@@ -866,17 +857,10 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 if effort > EFFORT_RATIO and carried and attempt < MAX_ATTEMPTS - 1:
                     worst = int(efforts.argmax())
                     first_limit = first_limit or SpeedLimit(robot.joint_names[worst], effort, "effort")
-                    notes.append(f"gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint "
-                                 f"'{robot.joint_names[worst]}' at {effort:.2f} x its URDF effort limit "
-                                 f"({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x): slowed down by "
+                    notes.append(f"{_effort_message(robot, resolved, worst, effort)}: slowed down by "
                                  f"{CARRIED_EFFORT_STEP:.2f}")
                     log.warning(notes[-1])
-                    current = dataclasses.replace(current, speed=resolved.speed * CARRIED_EFFORT_STEP,
-                                                  turn_rate=resolved.turn_rate * CARRIED_EFFORT_STEP,
-                                                  frequency=_slower_cadence(resolved, stance, CARRIED_EFFORT_STEP))
-                    if spec.duty_factor is None:
-                        current = dataclasses.replace(current, duty_factor=min(
-                            resolved.duty_factor + CARRIED_DUTY_STEP, CARRIED_MAX_DUTY))
+                    current = _effort_slowed(current, resolved, stance, CARRIED_EFFORT_STEP, spec.duty_factor is None)
                     best, slowest, worsened = None, None, False
                     continue
                 notes.append(f"warning: {message}: kept (within the URDF limit, not the tracking margin)")
@@ -1117,6 +1101,23 @@ def solve_clip(robot: Robot, stance: Stance, times: np.ndarray, traj: dict[str, 
 def _balanced(spec: GaitSpec, stance: Stance) -> bool:
     """Whether the clip's CoM comes from ZMP preview control (biped walks; :func:`_balance_biped`)."""
     return ZMP_BALANCE and pattern_key(spec.pattern, len(stance.legs)) == "biped_walk"
+
+
+def _effort_message(robot: Robot, resolved: GaitSpec, worst: int, effort: float) -> str:
+    return (f"gait {resolved.pattern} at {resolved.speed:.2f} m/s needs joint '{robot.joint_names[worst]}' at "
+            f"{effort:.2f} x its URDF effort limit ({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
+
+
+def _effort_slowed(current: GaitSpec, resolved: GaitSpec, stance: Stance, factor: float,
+                   longer_stance: bool) -> GaitSpec:
+    """``current`` slowed for an effort limit: speed and turn rate x ``factor``, the cadence with them; with
+    ``longer_stance`` (a gait with flight phases whose duty factor was not asked for) the stance fraction +
+    CARRIED_DUTY_STEP up to CARRIED_MAX_DUTY: the same impulse at lower forces."""
+    out = dataclasses.replace(current, speed=resolved.speed * factor, turn_rate=resolved.turn_rate * factor,
+                              frequency=_slower_cadence(resolved, stance, factor))
+    if longer_stance:
+        out = dataclasses.replace(out, duty_factor=min(resolved.duty_factor + CARRIED_DUTY_STEP, CARRIED_MAX_DUTY))
+    return out
 
 
 def _carried(spec: GaitSpec, stance: Stance) -> bool:
