@@ -684,9 +684,10 @@ def test_the_euler_integrator_keeps_loaded_stance_feet_from_creeping():
 
 
 def test_the_integrator_defaults_to_euler_on_three_or_more_feet_where_explicit_damping_is_stable(caplog):
-    """Quadrupeds track with euler, bipeds with implicitfast; a model whose h x max eig(M^-1 Kd) passes
-    EULER_DAMPING_LIMIT (the quadruped stepped at 10 ms: 5.2) keeps implicitfast and says why, unless euler is asked
-    for. The choice is recorded in the engine the metrics read."""
+    """Quadrupeds track with euler, bipeds with implicitfast. A model an explicit step would shake keeps implicitfast
+    and says why, unless euler is asked for: PD damping past EULER_DAMPING_LIMIT (the quadruped stepped at 10 ms:
+    h x max eig(M^-1 Kd) = 5.2), or --fast's 4 ms planning model, whose contacts keep the executed model's 4 ms time
+    constant (with euler it leaves the ground standing still). The choice is recorded in the engine."""
     from akd_core.model.legs import find_legs
     from akd_core.model.load import load_robot
     from akd_core.motion.gait import GaitSpec, generate_gait
@@ -700,9 +701,14 @@ def test_the_integrator_defaults_to_euler_on_three_or_more_feet_where_explicit_d
     with caplog.at_level(logging.INFO, logger=TR.log.name):
         coarse = TR.build(quadruped, trot, TR.TrackingConfig(sim_dt=0.01))
     assert coarse.engine.sim_dt == pytest.approx(0.01)
-    assert coarse.engine.integrator == "implicitfast" and "unstable" in caplog.text
+    assert coarse.engine.integrator == "implicitfast" and "damping" in caplog.text
     assert explicit_damping_number(coarse.engine.model) > EULER_DAMPING_LIMIT
     assert TR.build(quadruped, trot, TR.TrackingConfig(sim_dt=0.01, integrator="euler")).engine.integrator == "euler"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=TR.log.name):
+        fast = TR.build(quadruped, trot, TR.TrackingConfig(fast=True))
+    assert fast.planning_engine.sim_dt == pytest.approx(2 * fast.engine.sim_dt)
+    assert fast.engine.integrator == fast.planning_engine.integrator == "implicitfast" and "stiffer" in caplog.text
 
     humanoid = load_robot("humanoid")
     walk = generate_gait(humanoid, GaitSpec("walk", speed=0.5), 1.0, 50, find_legs(humanoid))

@@ -36,10 +36,9 @@ from akd_core.physics.cost import CostWeights, Reference, TrackingCost
 from akd_core.physics.engines import make_engine, resolve_engine
 from akd_core.physics.engines.base import BodyState, Engine, Feet, RolloutBatch, mass_links
 from akd_core.physics.engines.mujoco import (
-    EULER_DAMPING_LIMIT,
     MUJOCO_INTEGRATORS,
     contact_timeconst,
-    explicit_damping_number,
+    euler_unstable,
     has_simplifiable_contacts,
 )
 from akd_core.physics.engines.warp_runtime import resolve_device
@@ -114,7 +113,8 @@ class TrackingConfig:
     # MuJoCo's integrator for the executed and the planning models (MUJOCO_INTEGRATORS; Newton has its own). None:
     # euler for robots with three or more feet (it integrates the PD damping explicitly, consistently with the contact
     # forces, where implicitfast lets loaded stance feet creep; docs/tracking.md, "Integrator"), implicitfast for
-    # bipeds, footless bodies and models whose explicit damping would be unstable (EULER_DAMPING_LIMIT)
+    # bipeds, footless bodies and models an explicit step would shake (engines.mujoco.euler_unstable: a planning model
+    # stepping coarser than its contacts' time constant allows, as bipeds' and --fast's do; too stiff PD damping)
     integrator: str | None = None
     select: str = "mean"  # planner output: softmax mean of the candidates (MPPI) or the best one ("best")
     temperature: float = 0.5  # MPPI softmax temperature on standardised costs
@@ -359,11 +359,10 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
         planning_engine = planning_model(cfg, engine, robot, physics, biped, integrator)
         if name != "mujoco" or cfg.integrator is not None or integrator != "euler":
             break
-        number = max(explicit_damping_number(e.model) for e in (engine, planning_engine))
-        if number <= EULER_DAMPING_LIMIT:
+        why = euler_unstable(engine.model) or euler_unstable(planning_engine.model)
+        if why is None:
             break
-        log.info("tracking with MuJoCo's implicitfast integrator: explicit PD damping would be unstable on this "
-                 "model (h x max eig(M^-1 Kd) = %.2f > %.1f)", number, EULER_DAMPING_LIMIT)
+        log.info("tracking with MuJoCo's implicitfast integrator, not euler: %s", why)
         integrator = "implicitfast"
     root0, shift = start_pose(robot, reference, terrain)
     start = BodyState(root0, reference.root_quat[0], reference.joint_pos[0], reference.root_lin_vel()[0],

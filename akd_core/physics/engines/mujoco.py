@@ -137,6 +137,23 @@ def build_mujoco(robot: Robot, physics: PhysicsParams, timestep: float, feet: Fe
     return model, mujoco.MjData(model)
 
 
+def euler_unstable(model) -> str | None:
+    """Why ``model`` (a :func:`build_mujoco` model) would not step stably with MuJoCo's euler integrator, or None.
+    Contacts stiffer than two steps (a planning model stepping coarser than the executed one keeps the executed
+    model's contact time constant, ``contact_timeconst_s``) make the explicit step chatter: solo12's 4 ms planning
+    model of ``--fast`` left the ground within 0.3 s, standing. PD damping past EULER_DAMPING_LIMIT
+    (:func:`explicit_damping_number`) does the same."""
+    timeconst = np.concatenate([model.geom_solref[:, 0], model.pair_solref[:, 0]])
+    timeconst = timeconst[timeconst > 0]  # negative: direct stiffness and damping
+    if timeconst.size and float(timeconst.min()) < 2.0 * model.opt.timestep - 1e-12:
+        return (f"its contacts are stiffer than two of its {1e3 * model.opt.timestep:g} ms steps (time constant "
+                f"{1e3 * float(timeconst.min()):g} ms)")
+    number = explicit_damping_number(model)
+    if number > EULER_DAMPING_LIMIT:
+        return f"its PD damping is too stiff for an explicit step (h x max eig(M^-1 Kd) = {number:.2f})"
+    return None
+
+
 def explicit_damping_number(model) -> float:
     """h x the largest eigenvalue of M^-1 K_d for ``model`` (a :func:`build_mujoco` model: position actuators on
     joints) at its reference pose: K_d holds each actuator's kv on its joint's dof, M the joint-space inertia
