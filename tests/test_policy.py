@@ -388,6 +388,7 @@ def test_expert_replans_warm_started_and_tracks_the_clip(dataset, quadruped):
         target = expert.act(k, world.engine_state(), world.last_target)
         state = world.step(target)
     assert expert.plans == 13  # every second frame, the plan's next target used in between
+    assert expert.setup.engine.integrator == world.engine.integrator == "euler"  # planned as the world steps
     assert expert.setup.weights == EXPERT_WEIGHTS[False] == TR.LEGGED_WEIGHTS  # the tracker's, drift-correcting
     assert all(f > 24 for f in expert.knots) and expert.knots  # knots kept past the present warm-start the next plan
     ref = clip.frames(26)

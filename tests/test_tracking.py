@@ -459,7 +459,8 @@ def test_ground_contacts_as_explicit_pairs_roll_out_the_same_states(a1):
     setup = TR.build(a1, motion, TR.TrackingConfig())
     paired = setup.engine
     assert paired.model.npair > 0 and not paired.model.geom_contype.any() and not paired.model.geom_conaffinity.any()
-    plain = make_engine("mujoco", a1, setup.physics, paired.sim_dt, paired.steps, paired.feet, paired.link_names)
+    plain = make_engine("mujoco", a1, setup.physics, paired.sim_dt, paired.steps, paired.feet, paired.link_names,
+                        integrator=paired.integrator)
     assert plain.model.npair == 0
     targets = np.repeat(setup.feedforward[None], 2, axis=0)
     targets[1] += 0.05 * np.sin(np.arange(len(targets[1])))[:, None]  # a second candidate that stumbles about

@@ -77,7 +77,8 @@ class ExpertConfig:
                               kp=list(physics.kp), kd=list(physics.kd), armature=list(physics.armature),
                               contact_mu=float(world.params.contact.mu), samples=self.samples,
                               iterations=self.iterations, noise_rad=self.noise_rad, horizon_s=self.horizon_s,
-                              weights=self.weights, feedforward_ok_m=0.0, seed=self.seed)
+                              weights=self.weights, feedforward_ok_m=0.0, seed=self.seed,
+                              integrator=physics.integrator)  # the world's: the plans are rolled out as it steps
 
 
 class MPCExpert:
