@@ -264,34 +264,61 @@ def test_bad_options_name_the_option(a1, tmp_path):
 
 
 def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
-    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: twice the samples, a longer
-    horizon and the upright-first weights; CUDA: 1024 samples. Explicit options win."""
+    """Quadrupeds: 17 antithetic samples (LEGGED_SAMPLER), 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: 64
+    unpaired samples, a longer horizon and the upright-first weights; CUDA: 1024 samples. Explicit options win."""
     from akd_core.model.load import load_robot
 
     quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
-    assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.LEGGED_WEIGHTS
+    assert (quad[0].samples, quad[0].antithetic, quad[0].noise_rad, quad[1]) == (17, True, 0.04, 0.4)
+    assert quad[2] == TR.LEGGED_WEIGHTS
     humanoid = load_robot("humanoid")
     from akd_core.motion.gait import GaitSpec, generate_gait
 
     walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.4, fps=50.0)
     biped = TR.sized(TR.TrackingConfig(), humanoid, walk, "cpu")
-    assert (biped[0].samples, biped[0].noise_rad, biped[1]) == (64, 0.04, 0.8) and biped[2] == TR.BIPED_WEIGHTS
+    assert (biped[0].samples, biped[0].antithetic, biped[0].noise_rad, biped[1]) == (64, False, 0.04, 0.8)
+    assert biped[2] == TR.BIPED_WEIGHTS
     assert TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cuda")[0].samples == 1024
     assert TR.sized(TR.TrackingConfig(samples=5, noise_rad=0.2), humanoid, walk, "cpu")[0].noise_rad == 0.2
 
 
+def test_a_given_nominal_cost_saves_its_rollout_and_changes_nothing_else():
+    """improve(nominal, score, nominal_cost): the settle check's rollout of the warm start already scored it, so the
+    first round rolls out the perturbations only; the plan is the same as when the nominal is scored again."""
+    goal = np.linspace(-0.3, 0.3, 8).reshape(4, 2)
+    scored = []
+
+    def cost(c):
+        scored.append(len(c))
+        return ((c - goal) ** 2).sum((1, 2))
+
+    nominal = np.full_like(goal, 0.1)
+    config = SamplingConfig(samples=9, noise_rad=0.2, antithetic=True)
+    again = SamplingPlanner(config, seed=4).improve(nominal, cost)
+    counted = scored.copy()
+    scored.clear()
+    reused = SamplingPlanner(config, seed=4).improve(nominal, cost, float(cost(nominal[None])[0]))
+    assert scored[1:] == [counted[0] - 1] + counted[1:]  # after the caller's own rollout: one candidate fewer
+    assert reused.evaluated == again.evaluated - 1
+    np.testing.assert_array_equal(reused.nominal, again.nominal)
+    assert reused.cost == again.cost
+
+
 def test_the_fast_preset_sizes_a_quadrupeds_planner_and_leaves_bipeds_and_explicit_options_alone(a1):
     """--fast: 25 antithetic samples, a 4 ms planning step (2 x the executed 2 ms), re-plans every 0.06 s (3 control
-    periods at 50 Hz); explicit --samples / --replan / --plan-dt win; a biped keeps its own settings."""
+    periods at 50 Hz); without it 17 antithetic samples at the executed step; explicit --samples / --replan /
+    --plan-dt win; a biped keeps its own settings."""
     clip = trot_in_place(a1, duration=0.4)
     fast = TR.build(a1, clip, TR.TrackingConfig(fast=True))
     assert (fast.sampling.samples, fast.sampling.antithetic, fast.replan) == (25, True, 3)
     assert fast.planning_engine.sim_dt == pytest.approx(2 * fast.engine.sim_dt)
     plain = TR.build(a1, clip, TR.TrackingConfig())
-    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (32, False, 3)
+    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (17, True, 3)  # LEGGED_SAMPLER
     assert plain.planning_engine is plain.engine
     given = TR.build(a1, clip, TR.TrackingConfig(fast=True, samples=12, replan_s=0.02, plan_dt=0))
     assert (given.sampling.samples, given.replan) == (12, 1) and given.planning_engine is given.engine
+    chosen = TR.sized(TR.TrackingConfig(samples=32), a1, clip, "cpu")[0]  # --samples draws unpaired unless asked
+    assert (chosen.samples, chosen.antithetic) == (32, False)
     assert TR.retry_limit(fast.cfg, fast) == TrackingLimits().steady_m  # the preset's samples are a default
     from akd_core.model.load import load_robot
     from akd_core.motion.gait import GaitSpec, generate_gait
@@ -508,10 +535,11 @@ def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_k
     checkpoint = tmp_path / TR.CHECKPOINT
     tracked, metrics = TR.track_motion(a1, motion, cfg, checkpoint=checkpoint, progress=False)
     first, second = metrics["attempts"]
-    assert (first["samples"], second["samples"]) == (32, 64)
+    n = TR.LEGGED_SAMPLER.samples
+    assert (first["samples"], second["samples"]) == (n, 2 * n)
     kept = min((first, second), key=lambda a: (a["fell"], a["link_pos_err_m"]))
     assert metrics["link_pos_err_m"] == pytest.approx(kept["link_pos_err_m"])
-    assert metrics["samples"] == (64 if kept is second else 32) and metrics["retry_above_m"] == 1e-9
+    assert metrics["samples"] == (2 * n if kept is second else n) and metrics["retry_above_m"] == 1e-9
     assert (tmp_path / "track_ckpt-x2.pt").exists() and checkpoint.exists()
     np.testing.assert_allclose(tracked.pd_targets.shape, (motion.num_frames, a1.num_dofs))
 
@@ -540,7 +568,8 @@ def test_replans_sample_only_where_the_warm_started_plan_drifts_and_sample_more_
     assert settled["settled_replans"] == settled["replans"] == replans and settled["rollouts"] == replans
     boosted = run(settle_fraction=0.0, boost_fraction=1e-9)  # every plan predicts more than 30 nm
     assert boosted["boosted_replans"] == replans
-    assert boosted["rollouts"] == replans * (1 + TR.BOOST_SAMPLES_FACTOR * samples + 1)
+    # the check's rollout scored the warm start, which the boosted planner then does not roll out again
+    assert boosted["rollouts"] == replans * (TR.BOOST_SAMPLES_FACTOR * samples + 1)
     assert TR.TrackingConfig().settle_fraction > 0 and TR.TrackingConfig().boost_fraction > 0
     with pytest.raises(ConfigError, match="settle_fraction"):
         run(settle_fraction=-1.0)
@@ -651,8 +680,10 @@ def test_the_costs_slip_speed_is_the_stance_slip_metric_and_a_sliding_plan_does_
     assert terms["slip_mps"][0] > 0
     loose = dataclasses.replace(setup, settle_m=10.0)  # any link error settles
     monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 10.0)
-    settled, _, _ = TR.settled_plan(window, loose, start, values[0])
+    settled, _, _, nominal_cost = TR.settled_plan(window, loose, start, values[0])
     assert settled is not None
+    # the cost the planner reuses instead of rolling the nominal out again is the nominal's score
+    assert nominal_cost == pytest.approx(float(window.score(engine.rollout, start, values[:1])[0]), rel=1e-12)
     monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 0.5 * terms["slip_mps"][0] / setup.cfg.settle_fraction)
     assert TR.settled_plan(window, loose, start, values[0])[0] is None
 

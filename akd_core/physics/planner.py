@@ -59,8 +59,10 @@ class SamplingPlanner:
         half = self.rng.standard_normal(((count + 1) // 2, knots, joints))
         return np.concatenate([half, -half])[:count]
 
-    def improve(self, nominal: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> PlanResult:
-        """Anneal ``nominal`` (K, J); ``score`` maps candidates (N, K, J) to costs (N,)."""
+    def improve(self, nominal: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+                nominal_cost: float | None = None) -> PlanResult:
+        """Anneal ``nominal`` (K, J); ``score`` maps candidates (N, K, J) to costs (N,). ``nominal_cost``: the
+        nominal's score where the caller has it already (its rollout is then not repeated in the first round)."""
         cfg = self.cfg
         knots, joints = nominal.shape
         best, best_cost, evaluated = nominal.copy(), np.inf, 0
@@ -68,8 +70,12 @@ class SamplingPlanner:
         for r in range(cfg.iterations):
             noise = self._noise(cfg.samples - 1, knots, joints) * self.noise_scale(r, knots)[:, None]
             candidates = np.concatenate([nominal[None], nominal[None] + noise])  # (N, K, J)
-            costs = score(candidates)
-            evaluated += len(candidates)
+            if r == 0 and nominal_cost is not None:
+                costs = np.concatenate([[nominal_cost], score(candidates[1:])])
+                evaluated += len(candidates) - 1
+            else:
+                costs = score(candidates)
+                evaluated += len(candidates)
             if r == 0 and np.isfinite(costs[0]):
                 given_cost = float(costs[0])
             finite = np.isfinite(costs)

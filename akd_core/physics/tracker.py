@@ -100,7 +100,9 @@ class TrackingConfig:
     armature: float | list[float] | None = None
     contact_mu: float | None = None  # Coulomb friction, default 1
     # sampling MPC
-    samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
+    # candidates per re-plan (default on CPU: LEGGED_SAMPLER's antithetic 16 for three or more feet, 64 for bipeds;
+    # 1024 on CUDA)
+    samples: int | None = None
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
     # planning horizon (default 0.4 s, or SWING_HORIZON_FACTOR x the reference's swing where longer; bipeds 0.8 s)
@@ -226,6 +228,20 @@ class FastPreset:
 FAST_PRESET = FastPreset()
 
 
+@dataclass(frozen=True)
+class LeggedSampler:
+    """The CPU planner's default candidates for robots with three or more feet: 17 per re-plan (the nominal and 8 pairs), drawn in +/- pairs
+    (the pairs' mean cancels the sampling noise's first order, so half the rollouts give the mean of 32 unpaired).
+    The adaptive sample count (boost_fraction) and the second attempt double them where a window or a clip needs it.
+    Measured (docs/tracking.md, "Real time"): TODO"""
+
+    samples: int = 17  # the nominal and 8 +/- pairs
+    antithetic: bool = True
+
+
+LEGGED_SAMPLER = LeggedSampler()
+
+
 @dataclass
 class Setup:
     """Everything one tracking run needs, built once."""
@@ -315,7 +331,9 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
     biped = is_biped(robot, reference)
     cuda = device.startswith("cuda")
     fast = cfg.fast and not biped and not cuda
-    samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast else 32)))
+    legged = not (cuda or biped or fast)  # LEGGED_SAMPLER's default
+    samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast
+                                                                    else LEGGED_SAMPLER.samples)))
     noise = cfg.noise_rad if cfg.noise_rad is not None else 0.04
     horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon_s(cfg, reference, biped)
     if samples < 2 or noise < 0 or horizon <= 0:
@@ -323,7 +341,9 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
                           f"{horizon})")
     weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else LEGGED_WEIGHTS)
     return (SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise, select=cfg.select,
-                           temperature=cfg.temperature, antithetic=cfg.antithetic or (fast and FAST_PRESET.antithetic)),
+                           temperature=cfg.temperature,
+                           antithetic=cfg.antithetic or (fast and FAST_PRESET.antithetic)
+                           or (legged and cfg.samples is None and LEGGED_SAMPLER.antithetic)),
             horizon, weights)
 
 
@@ -609,14 +629,15 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
             nominal = np.array(nominal) * decay
             window = PlanWindow(setup, t, t_end, knot_frames, st["targets"][t])
             score = partial(window.score, setup.planning_engine.rollout, st["engine_state"])
-            result, predicted, sliding = settled_plan(window, setup, st["engine_state"], nominal)
+            result, predicted, sliding, nominal_cost = settled_plan(window, setup, st["engine_state"], nominal)
             if result is None:
                 # a drifting window gets more candidates (adaptive sample count): accuracy where it is needed,
                 # instead of a second attempt at the whole clip
                 boost = setup.boost_m > 0 and (predicted > setup.boost_m
                                                or sliding > BOOST_SLIP_FRACTION * SLIP_LIMIT_MPS)
-                result = (boosted if boost else planner).improve(nominal, score)
-                if setup.settle_m > 0 or setup.boost_m > 0:  # the rollout that predicted the drift
+                # the rollout that predicted the drift scored the nominal: the planner does not repeat it
+                result = (boosted if boost else planner).improve(nominal, score, nominal_cost)
+                if nominal_cost is not None:
                     result = dataclasses.replace(result, evaluated=result.evaluated + 1)
                 st["boosted"] += int(boost)
             else:
@@ -654,20 +675,20 @@ def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = Tru
 
 
 def settled_plan(window: PlanWindow, setup: Setup, state: Any,
-                 nominal: np.ndarray) -> tuple[PlanResult | None, float, float]:
+                 nominal: np.ndarray) -> tuple[PlanResult | None, float, float, float | None]:
     """(The warm-started plan as it is, or None; the link error and the stance slip one rollout of it predicts over
-    the horizon). The plan is kept when it already tracks well within the clip's limit with its feet not sliding
-    (event-triggered MPC: sampling where the robot drifts, not where the last plan still holds). Costs one rollout;
-    nothing without settling or boosting."""
+    the horizon; that rollout's cost, None where there was none). The plan is kept when it already tracks well
+    within the clip's limit with its feet not sliding (event-triggered MPC: sampling where the robot drifts, not
+    where the last plan still holds). Costs one rollout; nothing without settling or boosting."""
     if setup.settle_m <= 0 and setup.boost_m <= 0:
-        return None, 0.0, 0.0
+        return None, 0.0, 0.0, None
     cost, terms = window.score_terms(setup.planning_engine.rollout, state, nominal[None])
     link = float(terms["link"][0]) if np.isfinite(cost[0]) and terms["diverged"][0] == 0 else np.inf
     slip = float(terms["slip_mps"][0])
     if link <= setup.settle_m and terms["orientation"][0] <= SETTLED_TILT_RAD and \
             slip <= setup.cfg.settle_fraction * SLIP_LIMIT_MPS:
-        return PlanResult(nominal, float(cost[0]), 1), link, slip
-    return None, link, slip
+        return PlanResult(nominal, float(cost[0]), 1), link, slip, float(cost[0])
+    return None, link, slip, float(cost[0])
 
 
 def _last_knot(known: dict[int, np.ndarray], joints: int) -> np.ndarray:
