@@ -107,7 +107,10 @@ class TrackingCost:
                 "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset, "effort": effort,
                 "diverged": diverged}
 
-    def __call__(self, batch: RolloutBatch, t0: int, offsets: np.ndarray | None = None) -> np.ndarray:
-        terms = self.terms(batch, t0, offsets)
+    def total(self, terms: dict[str, np.ndarray]) -> np.ndarray:
+        """The cost (N,) of :meth:`terms`: their weighted sum, plus the divergence penalty."""
         weights = dataclasses.asdict(self.w)
         return sum(weights[name] * value for name, value in terms.items() if name in weights) + terms["diverged"]
+
+    def __call__(self, batch: RolloutBatch, t0: int, offsets: np.ndarray | None = None) -> np.ndarray:
+        return self.total(self.terms(batch, t0, offsets))

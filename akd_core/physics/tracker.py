@@ -100,7 +100,7 @@ class TrackingConfig:
     armature: float | list[float] | None = None
     contact_mu: float | None = None  # Coulomb friction, default 1
     # sampling MPC
-    # candidates per re-plan (default on CPU: LEGGED_SAMPLER's antithetic 16 for three or more feet, 64 for bipeds;
+    # candidates per re-plan (default on CPU: LEGGED_SAMPLER's 17 in +/- pairs for three or more feet, 64 for bipeds;
     # 1024 on CUDA)
     samples: int | None = None
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
@@ -230,14 +230,14 @@ FAST_PRESET = FastPreset()
 
 @dataclass(frozen=True)
 class LeggedSampler:
-    """The CPU planner's default candidates for robots with three or more feet: the nominal and 8 perturbations
-    drawn in +/- pairs. A pair's mean cancels the sampling noise to first order, so the MPPI mean of 17 paired
+    """The CPU planner's default candidates for robots with three or more feet: the nominal and 16 perturbations
+    in 8 +/- pairs. A pair's mean cancels the sampling noise to first order, so the MPPI mean of 17 paired
     candidates is about as steady as that of 32 unpaired ones. The adaptive sample count (boost_fraction) and the
-    second attempt double them where a window or a clip needs it. Measured (docs/tracking.md, "Real time";
-    2026-11-30, 2-vCPU Xeon, "trot forward" 4 s, `--feedforward-ok 0`, seeds 0/1/2 on a1, laikago, hyq, go1, go2,
-    aliengo): 0.80 x the CPU time of 32 unpaired, link error median 0.0161 m against 0.0157 m (worst 0.0195 against
-    0.0172 m); on ten dynamic zoo cells (bound, gallop, pronk, spot's fast trot) 0.69 x the CPU time, the same
-    cells passing."""
+    second attempt double them where a window or a clip needs it. Measured (docs/tracking.md, "Antithetic sampling";
+    2026-11-30, 2-vCPU Xeon, "trot forward" 4 s, `--feedforward-ok 0`, a1, laikago, hyq, go1, go2, aliengo): 16 paired
+    took 0.80 x the CPU time of 32 unpaired at a link error median of 0.0161 m against 0.0157 (seeds 0/1/2); 17
+    paired 0.78 x the rollouts at 0.0169 m (seeds 0/1); ten dynamic zoo cells (bound, gallop, pronk, spot's fast
+    trot) 0.69 x the CPU time, each passing or failing as before."""
 
     samples: int = 17  # the nominal and 8 +/- pairs
     antithetic: bool = True
@@ -573,8 +573,8 @@ class PlanWindow:
         batch = rollout(start, self.targets(values))
         first = np.broadcast_to(self.executed - self.setup.feedforward[self.t], (len(values), 1, values.shape[-1]))
         offsets = np.concatenate([first, values], axis=1)
-        cost = self.setup.cost
-        return cost(batch, self.t, offsets), cost.terms(batch, self.t, offsets)
+        terms = self.setup.cost.terms(batch, self.t, offsets)
+        return self.setup.cost.total(terms), terms
 
 
 def track_mpc(setup: Setup, checkpoint: Path | None = None, progress: bool = True) -> tuple[np.ndarray, Execution,
