@@ -264,20 +264,18 @@ def test_bad_options_name_the_option(a1, tmp_path):
 
 
 def test_planner_defaults_are_sized_from_the_robot_and_device(a1):
-    """Quadrupeds: 17 antithetic samples (LEGGED_SAMPLER), 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: 64
-    unpaired samples, a longer horizon and the upright-first weights; CUDA: 1024 samples. Explicit options win."""
+    """Quadrupeds: 32 samples, 0.04 rad, 0.4 s, the drift-correcting weights; bipeds: twice the samples, a longer
+    horizon and the upright-first weights; CUDA: 1024 samples. Explicit options win."""
     from akd_core.model.load import load_robot
 
     quad = TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cpu")
-    assert (quad[0].samples, quad[0].antithetic, quad[0].noise_rad, quad[1]) == (17, True, 0.04, 0.4)
-    assert quad[2] == TR.LEGGED_WEIGHTS
+    assert (quad[0].samples, quad[0].noise_rad, quad[1]) == (32, 0.04, 0.4) and quad[2] == TR.LEGGED_WEIGHTS
     humanoid = load_robot("humanoid")
     from akd_core.motion.gait import GaitSpec, generate_gait
 
     walk = generate_gait(humanoid, GaitSpec(pattern="walk", speed=0.3), duration=0.4, fps=50.0)
     biped = TR.sized(TR.TrackingConfig(), humanoid, walk, "cpu")
-    assert (biped[0].samples, biped[0].antithetic, biped[0].noise_rad, biped[1]) == (64, False, 0.04, 0.8)
-    assert biped[2] == TR.BIPED_WEIGHTS
+    assert (biped[0].samples, biped[0].noise_rad, biped[1]) == (64, 0.04, 0.8) and biped[2] == TR.BIPED_WEIGHTS
     assert TR.sized(TR.TrackingConfig(), a1, trot_in_place(a1, duration=0.2), "cuda")[0].samples == 1024
     assert TR.sized(TR.TrackingConfig(samples=5, noise_rad=0.2), humanoid, walk, "cpu")[0].noise_rad == 0.2
 
@@ -306,19 +304,16 @@ def test_a_given_nominal_cost_saves_its_rollout_and_changes_nothing_else():
 
 def test_the_fast_preset_sizes_a_quadrupeds_planner_and_leaves_bipeds_and_explicit_options_alone(a1):
     """--fast: 25 antithetic samples, a 4 ms planning step (2 x the executed 2 ms), re-plans every 0.06 s (3 control
-    periods at 50 Hz); without it 17 antithetic samples at the executed step; explicit --samples / --replan /
-    --plan-dt win; a biped keeps its own settings."""
+    periods at 50 Hz); explicit --samples / --replan / --plan-dt win; a biped keeps its own settings."""
     clip = trot_in_place(a1, duration=0.4)
     fast = TR.build(a1, clip, TR.TrackingConfig(fast=True))
     assert (fast.sampling.samples, fast.sampling.antithetic, fast.replan) == (25, True, 3)
     assert fast.planning_engine.sim_dt == pytest.approx(2 * fast.engine.sim_dt)
     plain = TR.build(a1, clip, TR.TrackingConfig())
-    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (17, True, 3)  # LEGGED_SAMPLER
+    assert (plain.sampling.samples, plain.sampling.antithetic, plain.replan) == (32, False, 3)
     assert plain.planning_engine is plain.engine
     given = TR.build(a1, clip, TR.TrackingConfig(fast=True, samples=12, replan_s=0.02, plan_dt=0))
     assert (given.sampling.samples, given.replan) == (12, 1) and given.planning_engine is given.engine
-    chosen = TR.sized(TR.TrackingConfig(samples=32), a1, clip, "cpu")[0]  # --samples draws unpaired unless asked
-    assert (chosen.samples, chosen.antithetic) == (32, False)
     assert TR.retry_limit(fast.cfg, fast) == TrackingLimits().steady_m  # the preset's samples are a default
     from akd_core.model.load import load_robot
     from akd_core.motion.gait import GaitSpec, generate_gait
@@ -535,11 +530,10 @@ def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_k
     checkpoint = tmp_path / TR.CHECKPOINT
     tracked, metrics = TR.track_motion(a1, motion, cfg, checkpoint=checkpoint, progress=False)
     first, second = metrics["attempts"]
-    n = TR.LEGGED_SAMPLER.samples
-    assert (first["samples"], second["samples"]) == (n, 2 * n)
+    assert (first["samples"], second["samples"]) == (32, 64)
     kept = min((first, second), key=lambda a: (a["fell"], a["link_pos_err_m"]))
     assert metrics["link_pos_err_m"] == pytest.approx(kept["link_pos_err_m"])
-    assert metrics["samples"] == (2 * n if kept is second else n) and metrics["retry_above_m"] == 1e-9
+    assert metrics["samples"] == (64 if kept is second else 32) and metrics["retry_above_m"] == 1e-9
     assert (tmp_path / "track_ckpt-x2.pt").exists() and checkpoint.exists()
     np.testing.assert_allclose(tracked.pd_targets.shape, (motion.num_frames, a1.num_dofs))
 

@@ -100,9 +100,7 @@ class TrackingConfig:
     armature: float | list[float] | None = None
     contact_mu: float | None = None  # Coulomb friction, default 1
     # sampling MPC
-    # candidates per re-plan (default on CPU: LEGGED_SAMPLER's 17 in +/- pairs for three or more feet, 64 for bipeds;
-    # 1024 on CUDA)
-    samples: int | None = None
+    samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
     # planning horizon (default 0.4 s, or SWING_HORIZON_FACTOR x the reference's swing where longer; bipeds 0.8 s)
@@ -228,24 +226,6 @@ class FastPreset:
 FAST_PRESET = FastPreset()
 
 
-@dataclass(frozen=True)
-class LeggedSampler:
-    """The CPU planner's default candidates for robots with three or more feet: the nominal and 16 perturbations
-    in 8 +/- pairs. A pair's mean cancels the sampling noise to first order, so the MPPI mean of 17 paired
-    candidates is about as steady as that of 32 unpaired ones. The adaptive sample count (boost_fraction) and the
-    second attempt double them where a window or a clip needs it. Measured (docs/tracking.md, "Antithetic sampling";
-    2026-11-30, 2-vCPU Xeon, "trot forward" 4 s, `--feedforward-ok 0`, a1, laikago, hyq, go1, go2, aliengo): 16 paired
-    took 0.80 x the CPU time of 32 unpaired at a link error median of 0.0161 m against 0.0157 (seeds 0/1/2); 17
-    paired 0.78 x the rollouts at 0.0169 m (seeds 0/1); ten dynamic zoo cells (bound, gallop, pronk, spot's fast
-    trot) 0.69 x the CPU time, each passing or failing as before."""
-
-    samples: int = 17  # the nominal and 8 +/- pairs
-    antithetic: bool = True
-
-
-LEGGED_SAMPLER = LeggedSampler()
-
-
 @dataclass
 class Setup:
     """Everything one tracking run needs, built once."""
@@ -335,9 +315,7 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
     biped = is_biped(robot, reference)
     cuda = device.startswith("cuda")
     fast = cfg.fast and not biped and not cuda
-    legged = not (cuda or biped or fast)  # LEGGED_SAMPLER's default
-    samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast
-                                                                    else LEGGED_SAMPLER.samples)))
+    samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast else 32)))
     noise = cfg.noise_rad if cfg.noise_rad is not None else 0.04
     horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon_s(cfg, reference, biped)
     if samples < 2 or noise < 0 or horizon <= 0:
@@ -345,9 +323,7 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
                           f"{horizon})")
     weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else LEGGED_WEIGHTS)
     return (SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise, select=cfg.select,
-                           temperature=cfg.temperature,
-                           antithetic=cfg.antithetic or (fast and FAST_PRESET.antithetic)
-                           or (legged and cfg.samples is None and LEGGED_SAMPLER.antithetic)),
+                           temperature=cfg.temperature, antithetic=cfg.antithetic or (fast and FAST_PRESET.antithetic)),
             horizon, weights)
 
 
