@@ -92,8 +92,9 @@ class TrackingCost:
                 stance[..., cols] &= (np.arange(len(cols)) == lowest[..., None])
         sliding = np.linalg.norm(batch.foot_vel[..., :2], axis=-1) * stance  # (N, S, K)
         slip = sliding.sum((1, 2)) / max(batch.foot_force.shape[1], 1)
-        # the mean speed of the feet in contact, as metrics.stance_slip measures it (not weighted: read by the
-        # tracker's event-triggered re-planning)
+        # the mean speed of the feet in contact (not weighted: read by the tracker's event-triggered re-planning).
+        # Unlike metrics.stance_slip, which pairs a step's contact with the speed after it, it also counts the speed
+        # a foot lands with at its first contact step, so the planner prefers landings that match the ground's speed
         slip_mps = sliding.sum((1, 2)) / np.maximum(stance.sum((1, 2)), 1)
         excess = np.maximum(np.abs(batch.torque_peak) / self.effort - self.w.effort_margin, 0.0)
         effort = (excess ** 2).mean((1, 2))

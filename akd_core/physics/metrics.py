@@ -41,20 +41,28 @@ def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: f
     """Mean horizontal speed (m/s) of feet while the engine reports them in contact: foot_vel (S, P, 3), foot_force
     (S, P) per simulation step and point. 0 when no foot ever touches.
 
+    The speed paired with step i's contact is the one after that step (row i + 1; the last row keeps its own): the
+    foot's motion under the ground's force. Both engines give row i the motion up to step i: MuJoCo computes its
+    velocity sensors before the step's constraint forces act, Newton differences the positions the step ends at.
+    So at the step a foot touches down, row i is the speed it arrives with, which the contact then stops; counted
+    as slip, the landings of a robot whose feet stick were 47-80 % of its figure (docs/tracking.md, "Figures of a
+    tracked motion").
+
     With several contact points per foot (a sole's heel and toe: ``foot_of`` (P,) the foot of each point,
     ``foot_height`` (S, P)) the slip of a foot in contact is measured at its lowest point, the one touching the
     ground: a foot rolling onto its toe rotates about the toe, which does not slip, while its heel moves."""
+    after = np.concatenate([foot_vel[1:], foot_vel[-1:]]) if len(foot_vel) else foot_vel
     if foot_of is None or foot_height is None:
         stance = foot_force > contact_force_n
         if not stance.any():
             return 0.0
-        return float(np.linalg.norm(foot_vel[..., :2], axis=-1)[stance].mean())
+        return float(np.linalg.norm(after[..., :2], axis=-1)[stance].mean())
     speeds = []
     for foot in np.unique(foot_of):
         cols = np.flatnonzero(foot_of == foot)
         touching = (foot_force[:, cols] > contact_force_n).any(-1)  # (S,)
         lowest = cols[np.argmin(foot_height[:, cols], axis=-1)]  # (S,)
-        speed = np.linalg.norm(foot_vel[np.arange(len(lowest)), lowest, :2], axis=-1)
+        speed = np.linalg.norm(after[np.arange(len(lowest)), lowest, :2], axis=-1)
         speeds.append(speed[touching])
     speeds_all = np.concatenate(speeds) if speeds else np.zeros(0)
     return float(speeds_all.mean()) if speeds_all.size else 0.0
