@@ -31,8 +31,8 @@ BALL = """
 
 
 def _slide(mu: float, vx: float, vz: float, steps: int = 200) -> tuple[np.ndarray, np.ndarray]:
-    """A foot (a ball on slide joints: it cannot roll) released just above the ground moving (vx, 0, vz): per step, the sensors MujocoEngine reads
-    (the contact point's velocity, the ground's normal force on the foot)."""
+    """A foot (a ball on slide joints: it cannot roll) released just above the ground moving (vx, 0, vz): per step,
+    the sensors MujocoEngine reads (the contact point's velocity, the ground's normal force on the foot)."""
     model = mujoco.MjModel.from_xml_string(BALL.format(mu=mu))
     data = mujoco.MjData(model)
     data.qvel[0], data.qvel[1] = vx, vz

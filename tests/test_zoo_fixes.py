@@ -60,6 +60,25 @@ def test_the_horizon_sees_a_slow_trots_swinging_feet_land_and_walks_keep_the_def
     assert TR.swing_seconds(walk) is None and TR.sized(TR.TrackingConfig(), a1, walk, "cpu")[1] == 0.4
 
 
+def test_a_clip_with_flight_phases_plans_on_finer_knots(a1):
+    """A pronk (every foot up together, a flight each stride) plans with knots FLIGHT_KNOT_S apart, in build's setup
+    too; a trot keeps KNOT_S; an explicit knot_s wins and a non-positive one is refused."""
+    from akd_core.io.errors import ConfigError
+    from akd_core.motion.gait import GaitSpec, generate_gait
+
+    legs = find_legs(a1)
+    pronk = generate_gait(a1, GaitSpec("pronk", speed=0.6), 2.0, 50, legs)
+    trot = generate_gait(a1, GaitSpec("trot", speed=0.6), 2.0, 50, legs)
+    assert (~pronk.foot_contacts.any(axis=1)).mean() > 0.2 and not (~trot.foot_contacts.any(axis=1)).any()
+    assert TR.knot_seconds(TR.TrackingConfig(), a1, pronk) == TR.FLIGHT_KNOT_S < TR.KNOT_S
+    assert TR.knot_seconds(TR.TrackingConfig(), a1, trot) == TR.KNOT_S
+    assert TR.build(a1, pronk, TR.TrackingConfig()).knot == round(TR.FLIGHT_KNOT_S * 50)
+    assert TR.build(a1, trot, TR.TrackingConfig()).knot == round(TR.KNOT_S * 50)
+    assert TR.knot_seconds(TR.TrackingConfig(knot_s=0.08), a1, pronk) == 0.08
+    with pytest.raises(ConfigError, match="knot_s"):
+        TR.knot_seconds(TR.TrackingConfig(knot_s=0.0), a1, trot)
+
+
 @pytest.mark.slow
 def test_anymal_c_trot_forward_tracks_within_the_steady_limit_on_the_first_attempt():
     """docs/zoo.md's failing cell: ANYmal C "trot forward" 4 s (velocity-limited, 0.81 m/s, 0.38 s swings), MPC

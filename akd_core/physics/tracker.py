@@ -122,7 +122,7 @@ class TrackingConfig:
     # robots with three or more feet on CPU: FAST_PRESET's samples, plan step and re-plan period where those options
     # are left at their defaults (about 2.5x less planning for about the same link error; bipeds: no change)
     fast: bool = False
-    knot_s: float = 0.1  # knot spacing
+    knot_s: float | None = None  # knot spacing (None: KNOT_S, or FLIGHT_KNOT_S for a clip with flight phases)
     weights: CostWeights | None = None  # default: LEGGED_WEIGHTS, or BIPED_WEIGHTS for two-footed robots
     velocity_feedforward: bool = True
     inverse_dynamics: bool = True  # add the reference's inverse-dynamics torques / kp to the nominal targets
@@ -198,6 +198,17 @@ BIPED_REPLAN_S = 0.04
 # 0.021 m with 0.5 s. HyQ's trot (swing 0.26 s) keeps 0.4 s (0.5 s: no better), as do the "trot forward" clips of
 # a1, laikago and go1 and every walk (three feet down).
 SWING_HORIZON_FACTOR = 1.5
+
+# Knot spacing of the plans. A clip with flight phases on three or more feet (a pronk, a flying bound or gallop:
+# verdict's "dynamic" class) takes off and lands within stances of 0.12-0.16 s, less than two knots of 0.1 s apart, so
+# the plan could not shape a push-off; knots 0.04 s apart can. Measured on the zoo's default-speed cells (4 s clips,
+# first attempt, seed 0; 2026-11-30, cd2e3f2, docs/tracking.md "Knots of flight gaits"): pronks of the failing small
+# robots 0.04 instead of 0.1 s: mini_cheetah (MJCF) 0.128 -> 0.044 m, solo12 0.288 -> 0.085, erd_quadruped 0.228 ->
+# 0.068, and the 15 pronks that passed within +-0.006 m in fewer rollouts (a1 2616 -> 1923, spot 2162 -> 1667);
+# erd_quadruped's flying gallop 0.132 -> 0.046 m. Clips without flight keep 0.1 s: paces, flightless bounds and
+# gallops came out either way (hyq's bound 0.023 -> 0.035, go1's 0.049 -> 0.014) in up to 2 x the rollouts.
+KNOT_S = 0.1
+FLIGHT_KNOT_S = 0.04
 
 # Robots with three or more feet plan in a model whose round mesh feet are spheres (MujocoEngine's simple_contacts;
 # the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's planning step
@@ -291,7 +302,17 @@ def swing_seconds(reference: Motion) -> float | None:
     return float(np.median(frames)) / reference.fps if len(frames) else None
 
 
-def default_horizon_s(cfg: TrackingConfig, reference: Motion, biped: bool) -> float:
+def knot_seconds(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float:
+    """The knot spacing: ``cfg.knot_s``, else FLIGHT_KNOT_S for a clip with flight phases on three or more feet
+    (:func:`akd_core.physics.verdict.motion_class` "dynamic"), else KNOT_S."""
+    if cfg.knot_s is not None:
+        if not (np.isfinite(cfg.knot_s) and cfg.knot_s > 0):
+            raise ConfigError(f"knot_s must be a positive number of seconds, got {cfg.knot_s!r}")
+        return float(cfg.knot_s)
+    return FLIGHT_KNOT_S if motion_class(robot, reference) == "dynamic" else KNOT_S
+
+
+def default_horizon_s(reference: Motion, biped: bool, knot_s: float = KNOT_S) -> float:
     """0.8 s for bipeds (a balance horizon: a fall announces itself late); else 0.4 s, or SWING_HORIZON_FACTOR x
     the reference's unsupported swing (:func:`swing_seconds`) rounded to the knot grid where that is longer (a slow
     trot's or bound's long swings)."""
@@ -300,8 +321,8 @@ def default_horizon_s(cfg: TrackingConfig, reference: Motion, biped: bool) -> fl
     swing = swing_seconds(reference)
     if swing is None:
         return 0.4
-    knots = int(np.floor(SWING_HORIZON_FACTOR * swing / cfg.knot_s + 0.5))
-    return max(0.4, round(knots * cfg.knot_s, 6))
+    knots = int(np.floor(SWING_HORIZON_FACTOR * swing / knot_s + 0.5))
+    return max(0.4, round(knots * knot_s, 6))
 
 
 def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
@@ -317,7 +338,8 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
     fast = cfg.fast and not biped and not cuda
     samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast else 32)))
     noise = cfg.noise_rad if cfg.noise_rad is not None else 0.04
-    horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon_s(cfg, reference, biped)
+    horizon = cfg.horizon_s if cfg.horizon_s is not None else \
+        default_horizon_s(reference, biped, knot_seconds(cfg, robot, reference))
     if samples < 2 or noise < 0 or horizon <= 0:
         raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
                           f"{horizon})")
@@ -391,7 +413,7 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
                  height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
                                                                      cfg.velocity_feedforward, torques),
                  cfg=cfg, sampling=sampling, weights=weights, horizon=frames(horizon_s),
-                 replan=frames(replan_seconds(cfg, biped, device)), knot=frames(cfg.knot_s),
+                 replan=frames(replan_seconds(cfg, biped, device)), knot=frames(knot_seconds(cfg, robot, reference)),
                  settle_m=cfg.settle_fraction * pass_limit(cfg, robot, reference, terrain),
                  boost_m=cfg.boost_fraction * pass_limit(cfg, robot, reference, terrain) if cfg.samples is None
                  else 0.0, terrain=terrain)
