@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from akd_core.physics.metrics import stance_slip
+from akd_core.physics.metrics import stance_slip, touchdown_speed
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -52,6 +52,11 @@ def test_a_foot_that_lands_and_sticks_does_not_slip():
     assert stance_slip(vel, force, 0.05) < 0.02
     # the same rows paired before the step (the arrival speed counted as slip) read several times more
     assert np.linalg.norm(vel[on, 0, :2], axis=-1).mean() > 3 * stance_slip(vel, force, 0.05)
+    # the landings are reported as such: 0.5 m/s, then a small hop (the ball rebounds) landing at what is left
+    onsets = on[np.r_[True, np.diff(on) > 1]]
+    assert len(onsets) >= 1 and touchdown_speed(vel, force, 0.05) == pytest.approx(
+        np.linalg.norm(vel[onsets, 0, :2], axis=-1).mean())
+    assert touchdown_speed(vel, np.zeros_like(force), 0.05) is None
 
 
 def test_a_foot_that_slides_while_pressed_slips_at_its_speed():

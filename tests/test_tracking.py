@@ -201,7 +201,7 @@ def test_mpc_tracks_better_than_naive_within_limits(a1, tracked_a1):
     assert np.all(tracked.pd_targets >= a1.lower - 1e-6) and np.all(tracked.pd_targets <= a1.upper + 1e-6)
     rate = np.abs(np.diff(tracked.pd_targets, axis=0)) / tracked.dt
     assert np.all(rate <= a1.velocity_limit + 1e-3), "PD targets ask for more than the URDF velocity limit"
-    for key in ("stance_slip_mps", "heading_err_deg", "penetration_m", "contact_schedule_match"):
+    for key in ("stance_slip_mps", "touchdown_speed_mps", "heading_err_deg", "penetration_m", "contact_schedule_match"):
         assert np.isfinite(metrics[key]) and np.isfinite(metrics["naive_" + key])
 
 
@@ -655,9 +655,11 @@ def test_go2_light_feet_track_and_pass_the_newton_crosscheck():
     assert check["passed"] and check["timestep_s"] <= 1e-3 + 1e-12, check
 
 
-def test_the_costs_slip_speed_is_the_stance_slip_metric_and_a_sliding_plan_does_not_settle(setup, monkeypatch):
-    """terms()["slip_mps"] is metrics.stance_slip of each rollout; a warm-started plan that predicts a small link
-    error still re-plans when its feet in contact slide faster than settle_fraction x SLIP_LIMIT_MPS."""
+def test_the_costs_slip_speed_counts_landings_and_a_sliding_plan_does_not_settle(setup, monkeypatch):
+    """terms()["slip_mps"] is the mean speed of each rollout's feet over their contact steps, each step's own row
+    (the landing step's is the speed the foot arrives with: the planner prefers soft landings), where
+    metrics.stance_slip pairs a contact step with the row after it; a warm-started plan that predicts a small link
+    error still re-plans when its feet in contact move faster than settle_fraction x SLIP_LIMIT_MPS."""
     from akd_core.physics.metrics import stance_slip
 
     engine, ff = setup.planning_engine, setup.feedforward
@@ -669,8 +671,12 @@ def test_the_costs_slip_speed_is_the_stance_slip_metric_and_a_sliding_plan_does_
     batch = engine.rollout(start, window.targets(values))
     _, terms = window.score_terms(engine.rollout, start, values)
     for n in range(2):
-        assert terms["slip_mps"][n] == pytest.approx(stance_slip(batch.foot_vel[n], batch.foot_force[n],
-                                                                 setup.cost.contact_force_n), rel=1e-9, abs=1e-12)
+        on = batch.foot_force[n] > setup.cost.contact_force_n
+        speed = np.linalg.norm(batch.foot_vel[n][..., :2], axis=-1)
+        assert terms["slip_mps"][n] == pytest.approx(speed[on].mean(), rel=1e-9, abs=1e-12)
+        after = np.concatenate([speed[1:], speed[-1:]])  # the metric: the row after each contact step
+        assert stance_slip(batch.foot_vel[n], batch.foot_force[n], setup.cost.contact_force_n) == pytest.approx(
+            after[on].mean(), rel=1e-9, abs=1e-12)
     assert terms["slip_mps"][0] > 0
     loose = dataclasses.replace(setup, settle_m=10.0)  # any link error settles
     monkeypatch.setattr(TR, "SLIP_LIMIT_MPS", 10.0)

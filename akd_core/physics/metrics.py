@@ -68,6 +68,25 @@ def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: f
     return float(speeds_all.mean()) if speeds_all.size else 0.0
 
 
+def touchdown_speed(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: float,
+                    foot_height: np.ndarray | None = None, foot_of: np.ndarray | None = None) -> float | None:
+    """Mean horizontal speed (m/s) feet land with: at each contact onset (a step in contact after one not), the
+    foot's row of that step, which the engines give before the contact acts (:func:`stance_slip`); at a foot's lowest
+    point when it has several (``foot_of``, ``foot_height``). None when no foot touches down. What the reference
+    plans is a landing at rest."""
+    feet = np.unique(foot_of) if foot_of is not None and foot_height is not None else None
+    speeds = []
+    for cols in ([np.flatnonzero(foot_of == f) for f in feet] if feet is not None else
+                 [np.array([p]) for p in range(foot_force.shape[1])]):
+        touching = (foot_force[:, cols] > contact_force_n).any(-1)  # (S,)
+        onset = np.flatnonzero(touching & ~np.r_[False, touching[:-1]])
+        onset = onset[onset > 0]  # a foot already down at the first step did not land in the clip
+        point = cols[np.argmin(foot_height[onset][:, cols], axis=-1)] if len(cols) > 1 else np.full(len(onset), cols[0])
+        speeds.append(np.linalg.norm(foot_vel[onset, point, :2], axis=-1))
+    speeds_all = np.concatenate(speeds) if speeds else np.zeros(0)
+    return float(speeds_all.mean()) if speeds_all.size else None
+
+
 def contact_match(foot_force: np.ndarray, intended: np.ndarray, steps: int, contact_force_n: float,
                   foot_of: np.ndarray | None = None) -> float | None:
     """Fraction of (control period, foot) pairs whose engine contact agrees with the intended stance.

@@ -51,6 +51,7 @@ from akd_core.physics.metrics import (
     feet_of,
     require_colliding_feet,
     stance_slip,
+    touchdown_speed,
     tracking_metrics,
     tracks_better,
 )
@@ -513,8 +514,8 @@ def to_tracked(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple
 def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> tuple[TrackedMotion, dict[str, Any]]:
     tracked, peak = to_tracked(setup, record, pd_targets)
     schedule = contact_schedule(setup.robot, setup.reference)
-    slip = stance_slip(np.concatenate(record.foot_vel), np.concatenate(record.foot_force), setup.cost.contact_force_n,
-                       np.concatenate(record.foot_height), schedule.foot_of)  # at the parts touching the ground
+    vel, force, height = (np.concatenate(x) for x in (record.foot_vel, record.foot_force, record.foot_height))
+    slip = stance_slip(vel, force, setup.cost.contact_force_n, height, schedule.foot_of)  # at the parts touching
     match = None
     if schedule.intended is not None:  # the engine's contacts against the schedule (height-based counts near misses)
         match = contact_match(np.concatenate(record.foot_force), schedule.intended, setup.engine.steps,
@@ -522,6 +523,7 @@ def record_metrics(setup: Setup, record: Execution, pd_targets: np.ndarray) -> t
     metrics = tracking_metrics(setup.robot, setup.reference, setup.height_shift, tracked, peak, setup.physics.effort,
                                setup.engine.link_names, record.diverged, slip, ref_link_pos=setup.ref.link_pos,
                                schedule_match=match, terrain=setup.terrain)
+    metrics["touchdown_speed_mps"] = touchdown_speed(vel, force, setup.cost.contact_force_n, height, schedule.foot_of)
     return tracked, metrics
 
 
