@@ -320,7 +320,8 @@ def test_render_motion_is_deterministic():
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_a_killed_or_interrupted_distill_stops_through_its_checkpoint(tmp_path, sig):
     """`akd distill ... &` from a script starts with SIGINT ignored, and schedulers stop jobs with SIGTERM: both must
-    end the command the way Ctrl-C does (exit 130, the resume hint, the checkpoint kept), and --resume continues."""
+    end the command the way Ctrl-C does (exit 130, the resume hint, the checkpoint kept), and --resume continues
+    (checked after SIGTERM)."""
     import signal
     import subprocess
     import sys
@@ -342,6 +343,8 @@ def test_a_killed_or_interrupted_distill_stops_through_its_checkpoint(tmp_path, 
     assert "interrupted; re-run the same command to resume" in stderr
     done = torch.load(checkpoint, weights_only=False)["iteration"]
     assert done >= 25 and done % 25 == 0
+    if sig == "SIGINT":
+        return  # the same checkpoint either way: --resume is checked once, after SIGTERM
     resumed = subprocess.run([*cmd, "--iterations", str(done + 1), "--resume"], capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
