@@ -572,6 +572,8 @@ def read_manifest(manifest: dict[str, Any], out: Path, robot: ZooRobot, cell: Ce
         "link_err_limit_m": track.get("link_err_limit_m") or class_limit(robot, cell),
         "motion_class": track.get("motion_class"),
         "slip_mps": track.get("stance_slip_mps"),
+        # a cell's slip re-measured from its tracked clip after the metric changed (the commit that did it)
+        "slip_remeasured_at": (track.get("stance_slip_rescored") or {}).get("commit"),
         "fell": track.get("fell"),
         "final_root_err_m": track.get("final_root_err_m"),
         "crosscheck_passed": cross.get("passed"),
@@ -730,6 +732,12 @@ def report(robots: list[ZooRobot], cells: dict[str, list[Cell]], figs: dict[tupl
     commits = sorted({f["commit"] for f in flat if f.get("commit")})
     if commits:
         lines += [f"Cells measured at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}.", ""]
+    remeasured = sorted({f["slip_remeasured_at"] for f in flat if f.get("slip_remeasured_at")})
+    if remeasured:
+        count = sum(1 for f in flat if f.get("slip_remeasured_at"))
+        lines += [f"Stance slip of {count} of these cells re-measured at {', '.join(remeasured)} from their tracked "
+                  "clips, replayed (the plans are the cells' own): the speed a foot lands with no longer counts as "
+                  "slip (docs/tracking.md, \"Stance slip at touch-down\").", ""]
     lines += [summary_line(flat), "",
               "Entries: ✓ passed / ✗ failed, with the mean link position error in mm; - not run; err: `akd run` "
               "stopped with an error (the message is below), t/o: past the time-out.", ""]
