@@ -51,12 +51,14 @@ cells not run show "-".
     mkdir -p runs && nohup .venv/bin/python bench/bench_zoo.py --write-docs --json runs/zoo.json \
         > runs/zoo.log 2>&1 &                                                   # the full matrix, in the background
     .venv/bin/python bench/bench_zoo.py --write-docs --report-only              # docs/zoo.md from the cache as it is
+    .venv/bin/python bench/bench_zoo.py --remeasure-slip --write-docs     # after a change of how slip is measured
 
 Options: --robots (comma list or 'all', the default), --gaits (walk,trot,pace,bound,gallop,pronk,run,turn), --speeds
 (slow,default,quick), --duration (s, default 4), --out (cache, default runs/zoo), --timeout (s per cell, default
-1800), --jobs (cells in parallel, default 1), --retry, --list, --report-only, --json FILE (every cell's figures),
---write-docs (docs/zoo.md and docs/images/zoo_heatmap.png, drawn with Pillow; --docs-dir elsewhere), --integrator
-(`akd run --integrator` for every cell; give such a matrix its own --out).
+1800), --jobs (cells in parallel, default 1), --retry, --list, --report-only, --remeasure-slip (each cached cell's
+tracked clip replayed and its stance slip and touch-down speed measured again; the plans are not), --json FILE (every
+cell's figures), --write-docs (docs/zoo.md and docs/images/zoo_heatmap.png, drawn with Pillow; --docs-dir
+elsewhere), --integrator (`akd run --integrator` for every cell; give such a matrix its own --out).
 """
 
 from __future__ import annotations
@@ -725,6 +727,47 @@ def failing(figs: list[dict[str, Any]]) -> list[str]:
     return lines or ["(none)"]
 
 
+def remeasure_slip(cache: Path, todo: list[tuple[ZooRobot, Cell]], commit: str) -> int:
+    """Re-measure ``stance_slip_mps`` and ``touchdown_speed_mps`` of every finished cell of ``todo`` from its tracked
+    clip: its PD targets replayed in the tracking model its manifest records (the same states, so the plans stay the
+    cell's own), measured by today's metrics. The figure it replaces is kept in ``stance_slip_rescored``, with
+    ``commit``. For a change of how slip is measured, not of how clips are tracked. Returns the cells re-measured."""
+    import dataclasses
+
+    from akd_core.io.rundir import RunDir
+    from akd_core.model.load import load_run_robot
+    from akd_core.motion.clip import Motion
+    from akd_core.physics import tracker
+    from akd_core.physics.metrics import contact_schedule, stance_slip, touchdown_speed
+
+    fields = {f.name for f in dataclasses.fields(tracker.TrackingConfig)}
+    done = 0
+    for robot, cell in todo:
+        folder = run_dir(cache, robot.name, cell.name)
+        manifest = _read_json(folder / "manifest.json") or {}
+        track = manifest.get("stages", {}).get("track", {})
+        if track.get("status") != "done" or not (folder / "tracked.npz").is_file():
+            continue
+        config = {k: v for k, v in track.get("config", {}).items()
+                  if k in fields and (v is not None or k in ("device", "window_s"))}
+        run = RunDir(folder)
+        model = load_run_robot(run)
+        setup = tracker.build(model, Motion.load(run.file("reference.npz"), model), tracker.TrackingConfig(**config))
+        with np.load(folder / "tracked.npz") as tracked:
+            record, _ = tracker.execute(setup.engine, setup.start, tracked["pd_targets"])
+        vel, force, height = (np.concatenate(x) for x in (record.foot_vel, record.foot_force, record.foot_height))
+        foot_of = contact_schedule(model, setup.reference).foot_of
+        metrics = track.setdefault("metrics", {})
+        metrics["stance_slip_rescored"] = {"commit": commit, "previous_mps": metrics.get("stance_slip_mps")}
+        metrics["stance_slip_mps"] = stance_slip(vel, force, setup.cost.contact_force_n, height, foot_of)
+        metrics["touchdown_speed_mps"] = touchdown_speed(vel, force, setup.cost.contact_force_n, height, foot_of)
+        _write_json(folder / "manifest.json", manifest)
+        done += 1
+        print(f"{robot.name}/{cell.name}: stance slip {metrics['stance_slip_rescored']['previous_mps']} -> "
+              f"{metrics['stance_slip_mps']:.4f} m/s", flush=True)
+    return done
+
+
 def report(robots: list[ZooRobot], cells: dict[str, list[Cell]], figs: dict[tuple[str, str], dict[str, Any]],
            left_out: list[tuple[str, str]], header: list[str] | None = None) -> str:
     flat = [figs[r.name, c.name] for r in robots for c in cells[r.name]]
@@ -885,6 +928,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--retry", action="store_true", help="re-run cells that ended in an error, time-out or crash")
     parser.add_argument("--list", action="store_true", help="print the robots and cells (and cache state) and exit")
     parser.add_argument("--report-only", action="store_true", help="run nothing: report what the cache holds")
+    parser.add_argument("--remeasure-slip", action="store_true",
+                        help="run nothing: re-measure the stance slip of the cached cells from their tracked clips "
+                             "(after a change of the metric), then report")
     parser.add_argument("--json", type=Path, default=None, help="write every cell's figures to this file")
     parser.add_argument("--write-docs", action="store_true",
                         help="write docs/zoo.md and docs/images/zoo_heatmap.png (see --docs-dir)")
@@ -918,7 +964,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     interrupted = False
-    if not args.report_only:
+    if args.remeasure_slip:
+        print(f"re-measured the stance slip of {remeasure_slip(cache, todo, git_commit())} cells")
+    elif not args.report_only:
         interrupted = run_cells(todo, cache, args)
     figs = {(r.name, c.name): cell_figures(cache, r, c, args.duration) for r, c in todo}
     text = report(robots, cells, figs, left_out)

@@ -114,6 +114,28 @@ def test_a_rerun_is_served_from_the_cache_without_running_akd(zoo):
     assert seconds < zoo["seconds"]
 
 
+def test_remeasuring_slip_replays_each_cell_to_its_own_figures_and_the_report_says_so(zoo, tmp_path):
+    """--remeasure-slip replays each cached cell's tracked clip in the tracking model its manifest records: on cells
+    tracked by today's code the stance slip and touch-down speed come back exactly as tracked (the replay is the
+    tracked run); the replaced figure and the commit are kept, and the report names them."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(zoo["cache"], cache)
+    before = {(r, n): json.loads((cache / r / n / "manifest.json").read_text())["stages"]["track"]["metrics"]
+              for r, n in _cells(zoo["json"])}
+    done, _ = _bench(cache, "--remeasure-slip", env=zoo["env"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "re-measured the stance slip of 2 cells" in done.stdout
+    assert "Stance slip of 2 of these cells re-measured at " in done.stdout
+    for (robot, name), old in before.items():
+        track = json.loads((cache / robot / name / "manifest.json").read_text())["stages"]["track"]["metrics"]
+        assert track["stance_slip_mps"] == pytest.approx(old["stance_slip_mps"], rel=1e-9, abs=1e-12)
+        assert track["touchdown_speed_mps"] == pytest.approx(old["touchdown_speed_mps"], rel=1e-9, abs=1e-12)
+        assert track["stance_slip_rescored"]["previous_mps"] == old["stance_slip_mps"]
+        assert track["link_pos_err_m"] == old["link_pos_err_m"]  # nothing else is touched
+
+
 def test_a_partly_filled_cache_still_gives_a_valid_matrix(zoo):
     """--report-only with a gait never run: its cells show '-' and the summary counts them as not run."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_zoo.py"), *SMOKE, "--gaits", "walk,trot",

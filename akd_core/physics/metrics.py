@@ -45,8 +45,8 @@ def stance_slip(foot_vel: np.ndarray, foot_force: np.ndarray, contact_force_n: f
     foot's motion under the ground's force. Both engines give row i the motion up to step i: MuJoCo computes its
     velocity sensors before the step's constraint forces act, Newton differences the positions the step ends at.
     So at the step a foot touches down, row i is the speed it arrives with, which the contact then stops; counted
-    as slip, the landings of a robot whose feet stick were 47-80 % of its figure (docs/tracking.md, "Figures of a
-    tracked motion").
+    as slip, the landings of a robot whose feet stick were 47-80 % of its figure (docs/tracking.md, "Stance slip at
+    touch-down").
 
     With several contact points per foot (a sole's heel and toe: ``foot_of`` (P,) the foot of each point,
     ``foot_height`` (S, P)) the slip of a foot in contact is measured at its lowest point, the one touching the
