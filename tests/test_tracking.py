@@ -522,15 +522,16 @@ def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, 
 
 
 def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_kept(a1, tmp_path):
-    """Above --retry-above (here: any error at all) a default-sampled clip is re-planned once with 2 x the samples,
-    with its own checkpoint; the better attempt is kept and both are reported. Explicit --samples are used as given,
-    and a negative limit is an error naming the option."""
+    """Above --retry-above (here: any error at all) a default-sampled clip is re-planned once with 2 x the samples
+    (on a flight gait's finer knots: a1 has four feet), with its own checkpoint; the better attempt is kept and both
+    are reported. Explicit --samples are used as given, and a negative limit is an error naming the option."""
     motion = trot_in_place(a1, duration=0.3)
     cfg = TR.TrackingConfig(feedforward_ok_m=0.0, retry_above_m=1e-9)
     checkpoint = tmp_path / TR.CHECKPOINT
     tracked, metrics = TR.track_motion(a1, motion, cfg, checkpoint=checkpoint, progress=False)
     first, second = metrics["attempts"]
     assert (first["samples"], second["samples"]) == (32, 64)
+    assert (first["knot_s"], second["knot_s"]) == (TR.KNOT_S, TR.FLIGHT_KNOT_S)
     kept = min((first, second), key=lambda a: (a["fell"], a["link_pos_err_m"]))
     assert metrics["link_pos_err_m"] == pytest.approx(kept["link_pos_err_m"])
     assert metrics["samples"] == (64 if kept is second else 32) and metrics["retry_above_m"] == 1e-9
