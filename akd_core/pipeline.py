@@ -259,6 +259,8 @@ def summary_table(run: RunDir, manifest: dict[str, Any]) -> str:
          _fmt(track.get("heading_err_deg"), " deg")),
         ("stance slip (contacts)", _fmt(track.get("naive_stance_slip_mps"), " m/s"),
          _fmt(track.get("stance_slip_mps"), " m/s")),
+        ("touch-down speed (horizontal)", _fmt(track.get("naive_touchdown_speed_mps"), " m/s"),
+         _fmt(track.get("touchdown_speed_mps"), " m/s")),
         ("foot skating (heights)", _fmt(track.get("naive_foot_skate_mps"), " m/s"),
          _fmt(track.get("foot_skate_mps"), " m/s")),
         ("contact schedule match", _fmt(track.get("naive_contact_schedule_match")),

@@ -82,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
           f"{metrics.get('track_seconds', metrics.get('optimise_seconds', 0.0)):.0f} s)")
     print(f"  {'metric':26s} {'naive':>10s} {'tracked':>10s}")
     for key in ("link_pos_err_m", "joint_rmse_rad", "root_pos_err_m", "heading_err_deg", "stance_slip_mps",
-                "foot_skate_mps", "penetration_m", "feet_on_edges_frac", "non_foot_contact_frac",
+                "touchdown_speed_mps", "foot_skate_mps", "penetration_m", "feet_on_edges_frac", "non_foot_contact_frac",
                 "sole_on_one_tread_frac", "contact_schedule_match", "max_tilt_deg",
                 "torque_saturation_frac", "final_root_err_m", "fell"):
         if key not in metrics:
             continue
-        print(f"  {key:26s} {str(_fmt(metrics['naive_' + key])):>10s} {str(_fmt(metrics[key])):>10s}")
+        print(f"  {key:26s} {str(_fmt(metrics.get('naive_' + key))):>10s} {str(_fmt(metrics[key])):>10s}")
     if metrics.get("non_foot_contact_links"):
         print(f"  touching the ground besides the feet: {', '.join(metrics['non_foot_contact_links'])}")
     if metrics["fell"]:
