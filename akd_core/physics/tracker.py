@@ -708,7 +708,8 @@ def _setup_key(setup: Setup) -> str:
         h.update(np.ascontiguousarray(arr).tobytes())
     cfg = {k: v for k, v in setup.cfg.to_dict().items() if k not in ("device",)}
     h.update(repr(sorted(cfg.items())).encode())
-    h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling} {setup.horizon}".encode())
+    # the knot spacing is derived (the clip's flight phases, a second attempt's finer grid), not only configured
+    h.update(f"{setup.engine.name} {setup.engine.sim_dt} {setup.sampling} {setup.horizon} knot {setup.knot}".encode())
     if getattr(setup.engine, "integrator", "implicitfast") != "implicitfast":  # keys from before the option hold
         h.update(setup.engine.integrator.encode())
     if not setup.terrain.is_flat:  # a checkpoint made on other ground is not resumed
