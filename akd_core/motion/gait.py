@@ -113,9 +113,12 @@ CARRIED_EFFORT_STEP = 0.85
 # their feet in the body's sagittal planes only. A turn or a sideways step needs every stance foot to move sideways
 # under its hip (a turn at w rad/s: w times the foot's distance ahead of or behind the body's centre, in m/s), which
 # such feet can only do by sliding: a turn and a sideways speed are lowered until the feet slide at most this (m/s),
-# a third of the tracker's 0.03 m/s stance-slip bar (tracking adds its own). solo's "trot forward turning left"
-# (0.85 rad/s, 0.16 m/s of sideways foot travel) had failed with a 0.34 m link error at 0.38 of its speed.
-SIDEWAYS_SLIDE_MPS = 0.01
+# an eighth of the tracker's 0.03 m/s stance-slip bar. A loaded foot under Coulomb friction hardly slides, so the
+# tracked body turns less than such a reference and falls behind its heading: "trot forward turning left" tracked
+# (2026-11-30, 2-vCPU Xeon, first attempt) at 0.066 m (erd_quadruped) and 0.028 m (solo) with slides of 0.01 m/s,
+# 0.046 / - with 0.005, and 0.028 / 0.025 m with 0.0025. solo's had failed at 0.34 m, at 0.38 of its speed, before
+# any cap.
+SIDEWAYS_SLIDE_MPS = 0.0025
 STEADY_EFFORT_PERCENTILE = 95.0  # the torque statistic the effort check of gaits without flight phases uses
 CARRIED_DUTY_STEP = 0.1
 CARRIED_MAX_DUTY = 0.6
