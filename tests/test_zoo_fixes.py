@@ -335,6 +335,30 @@ def test_legs_without_a_hip_roll_turn_and_step_sideways_only_as_far_as_their_fee
     assert metrics["turn_limited_by"] == result.sideways_limit
 
 
+def test_a_gallop_of_legs_without_a_hip_roll_keeps_its_body_in_their_planes_and_its_speed():
+    """A gallop's footfalls are asymmetric: made dynamically consistent, its body would shift sideways, roll and yaw.
+    Solo-8's feet cannot follow sideways, which read as feet out of reach, and the gait was slowed from 1.90 to
+    0.78 m/s with its feet 18 mm off their targets whatever the speed. The body now moves in the legs' planes: the
+    full speed, the feet on their targets, the body neither rolled nor yawed."""
+    from akd_core.motion.gait import generate_gait_result, stance_pose
+    from akd_core.motion.prompt import spec_from_prompt
+    from akd_core.model.spatial import quat_yaw
+
+    solo = load_urdf(example_robot_urdf("solo"))
+    legs = find_legs(solo)
+    stance = stance_pose(solo, legs)
+    spec = spec_from_prompt("gallop forward", solo, legs)[0]
+    result = generate_gait_result(solo, spec, 2.0, 50, legs, stance=stance)
+    assert result.spec.speed == pytest.approx(spec.speed) and result.limit is None
+    assert result.ik_error_m < 5e-3
+    motion = result.motion
+    assert np.ptp(motion.root_pos[:, 1]) < 1e-6  # straight ahead, no sideways shift
+    w, x, y, z = motion.root_quat.T
+    roll = np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    assert np.abs(roll).max() < 1e-6 and np.abs(quat_yaw(motion.root_quat)).max() < 1e-6
+    assert np.ptp(motion.root_pos[:, 2]) > 0.01  # ... and still carried up and down by its stances
+
+
 # ----------------------------------------------------------------------------- slow bounds (zoo cells bound-slow)
 def test_a_slow_bound_first_reaches_its_footholds_and_is_never_kept_beyond_its_effort_limits():
     """hyq "bound forward slowly" asked 1.2 m strides its legs cannot reach (IK 32 mm) and stopped with a velocity
