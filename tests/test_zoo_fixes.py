@@ -335,6 +335,21 @@ def test_legs_without_a_hip_roll_turn_and_step_sideways_only_as_far_as_their_fee
     assert metrics["turn_limited_by"] == result.sideways_limit
 
 
+def test_a_flight_gait_whose_joints_stop_getting_slower_with_its_speed_is_refused_naming_the_joint():
+    """anymal_c's knees (7.5 rad/s) cannot swing its bound's legs at the slowest bound cadence: halving its speed
+    from 0.26 to 0.13 m/s took the knee from 1.38 to 1.27 x its URDF limit. The generator says so there, naming the
+    joint, instead of slowing on to 0.02 m/s and advising a slower gait."""
+    from akd_core.io.errors import MotionError
+    from akd_core.motion.gait import generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
+
+    robot = load_urdf(example_robot_data_dir() / "anymal_c_simple_description/urdf/anymal.urdf")
+    legs = find_legs(robot)
+    spec = spec_from_prompt("bound forward", robot, legs)[0]
+    with pytest.raises(MotionError, match=r"no longer makes its joints slower .*'[LR][FH]_KFE'.* cannot bound "
+                                          r"within its joint limits"):
+        generate_gait_result(robot, spec, 2.0, 50, legs)
+
 def test_a_gallop_of_legs_without_a_hip_roll_keeps_its_body_in_their_planes_and_its_speed():
     """A gallop's footfalls are asymmetric: made dynamically consistent, its body would shift sideways, roll and yaw.
     Solo-8's feet cannot follow sideways, which read as feet out of reach, and the gait was slowed from 1.90 to

