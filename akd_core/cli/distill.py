@@ -101,13 +101,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr-final", type=float, default=None,
                         help="learning-rate multiplier reached at the end (linear decay over the last 40%%; "
                              "default 0.1)")
+    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                        help="write RUN/distill/checkpoint.pt every N iterations (default 25), and at the end; an "
+                             "interrupted run resumes from the last one (--resume)")
 
 
 # DistillConfig fields that `akd distill` options of the same name (dashes for underscores) override
 CONFIG_OPTIONS = ("lambda_smooth", "smooth_norm", "lambda_ground", "lambda_float", "lambda_skate", "init_noise",
                   "param", "lr_phase", "lr_cycle", "phase_search_grid", "phase_search_refine", "phase_search_score",
                   "cycle_harmonics",
-                  "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final")
+                  "n_gaussians", "width", "height", "backend", "camera", "camera_margin", "blur_px", "lr_final",
+                  "checkpoint_every")
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -186,6 +186,8 @@ class DistillConfig:
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ConfigError(f"--iterations must be >= 1, got {self.iterations}")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every must be >= 1 iteration, got {self.checkpoint_every}")
         if self.camera not in CAMERA_MODES:
             raise ConfigError(f"camera must be one of {', '.join(CAMERA_MODES)}, got {self.camera!r}")
         lo, hi = self.camera_elevation_range
