@@ -355,9 +355,9 @@ def test_a_gallop_of_legs_without_a_hip_roll_keeps_its_body_in_their_planes_and_
     Solo-8's feet cannot follow sideways, which read as feet out of reach, and the gait was slowed from 1.90 to
     0.78 m/s with its feet 18 mm off their targets whatever the speed. The body now moves in the legs' planes: the
     full speed, the feet on their targets, the body neither rolled nor yawed."""
+    from akd_core.model.spatial import quat_yaw
     from akd_core.motion.gait import generate_gait_result, stance_pose
     from akd_core.motion.prompt import spec_from_prompt
-    from akd_core.model.spatial import quat_yaw
 
     solo = load_urdf(example_robot_urdf("solo"))
     legs = find_legs(solo)
