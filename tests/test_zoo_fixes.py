@@ -395,3 +395,36 @@ def test_a_slow_bound_first_reaches_its_footholds_and_is_never_kept_beyond_its_e
                                   max_velocity_ratio=0.75)
     assert not any("kept (within the URDF limit" in note for note in result.spec.notes)
     assert result.spec.speed < 1.0 and result.effort_ratio < 2.5 and result.limit.kind == "effort"
+
+
+def test_a_slowed_biped_run_keeps_its_flights_short_and_one_whose_joints_stop_slowing_is_refused():
+    """A biped's run slowed for a velocity limit keeps each flight within MAX_FLIGHT_S: a time-stretch had made
+    romeo's run at 0.24 m/s a 0.43 Hz series of 0.5 s leaps, which fell. romeo's hips (2.1 rad/s) cannot swing its
+    legs at a run's cadence at any speed: refused, naming the joint, and a walk suggested."""
+    from akd_core.io.errors import MotionError
+    from akd_core.model.load import load_robot
+    from akd_core.motion.gait import (
+        MAX_FLIGHT_S,
+        TRACKING_VELOCITY_RATIO,
+        _flight_fraction,
+        generate_gait_result,
+        stance_pose,
+    )
+    from akd_core.motion.prompt import spec_from_prompt
+
+    robot = load_robot("humanoid")
+    legs = find_legs(robot)
+    for joint in robot.actuated_joints:  # stronger motors: only the velocity limits slow it down
+        joint.effort = joint.effort * 10
+    spec = spec_from_prompt("run forward", robot, legs)[0]
+    result = generate_gait_result(robot, spec, 2.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
+    assert result.limit is not None and result.limit.kind == "velocity" and result.spec.speed < spec.speed
+    stance = stance_pose(robot, legs)
+    assert _flight_fraction(result.spec, stance.legs) / result.spec.frequency <= MAX_FLIGHT_S + 1e-9
+
+    romeo = load_urdf(example_robot_data_dir() / "romeo_description/urdf/romeo_small.urdf")
+    legs = find_legs(romeo)
+    spec = spec_from_prompt("run forward", romeo, legs)[0]
+    with pytest.raises(MotionError, match=r"needs joint '\w+' at [0-9.]+ x its URDF velocity limit.* no longer makes "
+                                          r"its joints slower .* cannot run within its joint limits; ask for a walk"):
+        generate_gait_result(romeo, spec, 2.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)

@@ -805,7 +805,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                        f"'{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity limit ({limit[worst]:.1f}; "
                        f"allowed {max_velocity_ratio:.2f} x)")
             fix = "ask for a slower gait (lower speed / frequency) or raise the limit"
-            if _moved_by_feet(resolved, stance):
+            if _moved_by_feet(resolved, stance) or _has_flight(resolved, stance):
                 if slow_down and slowest is not None and ratio > 1.0 and ratio < slowest[0] and \
                         resolved.speed <= STALL_SPEED_FRACTION * slowest[1] and \
                         ratio > (1.0 - STALL_RATIO_GAIN) * slowest[0]:
@@ -815,8 +815,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     raise MotionError(
                         f"{message}; slowing a {resolved.pattern} down no longer makes its joints slower (at "
                         f"{slowest[1]:.2f} m/s it needed '{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity "
-                        f"limit): this robot cannot {resolved.pattern} within its joint limits; ask for a trot or a "
-                        "walk, or raise the limit")
+                        f"limit): this robot cannot {resolved.pattern} within its joint limits; ask for "
+                        f"{_instead(stance)}, or raise the limit")
                 if slow_down and slowest is not None and ratio >= slowest[0]:
                     # a gait with flight phases whose joints got faster when it was slowed down: its flights and
                     # landings set them, not its strides (anymal-kinova's gallop: 1.96 x its velocity limit at 2.49
@@ -825,12 +825,13 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     if slowest[0] > 1.0:
                         raise MotionError(
                             f"{message}; slowing a {resolved.pattern} down makes its joints faster ("
-                            + ("its flights and landings set their speed" if _carried(resolved, stance) else
+                            + ("its flights and landings set their speed" if _has_flight(resolved, stance) else
                                "a slower pace sways its body farther over each side's feet")
                             + f"), and at its best ({slowest[1]:.2f} m/s) it needs "
                             f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
-                            f"{resolved.pattern} within its joint limits; ask for a trot, a walk or a bound, or raise "
-                            "the limit")
+                            f"{resolved.pattern} within its joint limits; ask for "
+                            + ("a walk" if len(stance.legs) <= 2 else "a trot, a walk or a bound")
+                            + ", or raise the limit")
                 if slowest is None or ratio < slowest[0]:
                     slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
@@ -857,7 +858,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             if refit:
                 frequency = resolved.frequency * TERRAIN_REACH_CADENCE
             current = dataclasses.replace(current, step_height=resolved.step_height * 0.7)
-        if ratio > max_velocity_ratio and _moved_by_feet(resolved, stance) and ik_error <= accept and \
+        if ratio > max_velocity_ratio and (_moved_by_feet(resolved, stance) or _has_flight(resolved, stance)) and \
+                ik_error <= accept and \
                 (best is None or ratio < best[0]):
             best = (ratio, motion, resolved, ik_error, message)
         if not slow_down or attempt == MAX_ATTEMPTS - 1 or worsened or \
@@ -1126,6 +1128,11 @@ def _effort_message(robot: Robot, resolved: GaitSpec, worst: int, effort: float)
             f"{effort:.2f} x its URDF effort limit ({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
 
 
+def _instead(stance: Stance) -> str:
+    """The steady gaits to suggest instead of one this robot cannot do."""
+    return "a walk" if len(stance.legs) <= 2 else "a trot or a walk"
+
+
 def _effort_slowed(current: GaitSpec, resolved: GaitSpec, stance: Stance, factor: float,
                    longer_stance: bool) -> GaitSpec:
     """``current`` slowed for an effort limit: speed and turn rate x ``factor``, the cadence with them; with
@@ -1145,6 +1152,11 @@ def _carried(spec: GaitSpec, stance: Stance) -> bool:
             and PATTERNS[pattern_key(spec.pattern, len(stance.legs))].flight)
 
 
+def _has_flight(spec: GaitSpec, stance: Stance) -> bool:
+    """Whether the gait has flight phases (a bound, gallop, pronk, a biped's run or hop), carried or not."""
+    return PATTERNS[pattern_key(spec.pattern, len(stance.legs))].flight
+
+
 def _moved_by_feet(spec: GaitSpec, stance: Stance) -> bool:
     """Whether the clip's body motion comes from its feet's forces (:func:`_carry_body`): gaits with flight phases
     (:func:`_carried`) and paces, whose feet on one side at a time cannot hold a body that does not sway over them
@@ -1161,7 +1173,7 @@ def _slower_cadence(resolved: GaitSpec, stance: Stance, scale: float) -> float:
     if _moved_by_feet(resolved, stance) and not _carried(resolved, stance):
         return resolved.frequency * math.sqrt(scale)  # a pace: a slower cadence sways its body farther (ANYmal C's
         # pace time-stretched to 1.19 Hz tracked at 0.384 m)
-    if not _carried(resolved, stance):
+    if not _has_flight(resolved, stance):
         return resolved.frequency * scale
     floor = min(resolved.frequency, _flight_fraction(resolved, stance.legs) / MAX_FLIGHT_S)
     return max(resolved.frequency * math.sqrt(scale), floor)
