@@ -98,8 +98,8 @@ ZMP_BALANCE = True  # biped walks: CoM by cart-table preview control (akd_core.m
 CARRY_FLIGHT = True
 CARRY_PASSES = 2
 MAX_FLIGHT_S = 0.15  # slowing a gait with flight phases keeps each flight within this (s) where its cadence allows
-# A gait moved by its feet that was slowed to this fraction of its last speed or less, and whose joints got less than
-# this fraction slower, still past the URDF velocity limit, cannot be slowed into the limit: an error says so
+# A gait with flight phases or a pace that was slowed to this fraction of its last speed or less, and whose joints got
+# less than this fraction slower, still past the URDF velocity limit, cannot be slowed into the limit: an error says so
 STALL_SPEED_FRACTION = 0.6
 STALL_RATIO_GAIN = 0.1
 # A gait starting from rest reaches its speed over ``ramp_time`` (a smoothstep: peak acceleration 1.5 v / ramp_time),
@@ -829,9 +829,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                                "a slower pace sways its body farther over each side's feet")
                             + f"), and at its best ({slowest[1]:.2f} m/s) it needs "
                             f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
-                            f"{resolved.pattern} within its joint limits; ask for "
-                            + ("a walk" if len(stance.legs) <= 2 else "a trot, a walk or a bound")
-                            + ", or raise the limit")
+                            f"{resolved.pattern} within its joint limits; ask for {_instead(stance, 'a bound')}, or "
+                            "raise the limit")
                 if slowest is None or ratio < slowest[0]:
                     slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
@@ -1128,9 +1127,12 @@ def _effort_message(robot: Robot, resolved: GaitSpec, worst: int, effort: float)
             f"{effort:.2f} x its URDF effort limit ({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
 
 
-def _instead(stance: Stance) -> str:
-    """The steady gaits to suggest instead of one this robot cannot do."""
-    return "a walk" if len(stance.legs) <= 2 else "a trot or a walk"
+def _instead(stance: Stance, also: str = "") -> str:
+    """The gaits to suggest instead of one this robot cannot do: a walk for a biped; else a trot or a walk, and
+    ``also`` (a quadruped's other gait worth a try)."""
+    if len(stance.legs) <= 2:
+        return "a walk"
+    return f"a trot, a walk or {also}" if also else "a trot or a walk"
 
 
 def _effort_slowed(current: GaitSpec, resolved: GaitSpec, stance: Stance, factor: float,
