@@ -350,6 +350,22 @@ def test_a_flight_gait_whose_joints_stop_getting_slower_with_its_speed_is_refuse
                                           r"within its joint limits"):
         generate_gait_result(robot, spec, 2.0, 50, legs)
 
+@pytest.mark.slow  # about 80 s: eight attempts at a 4 s gallop, each carried
+def test_a_flight_gait_whose_feet_and_joints_both_stay_past_the_limits_is_refused_naming_both():
+    """anymal_c's 4 s gallop misses its footholds at every speed tried, 2.60 down to 1.15 m/s, and its knees stay at
+    3.5-4.6 x their velocity limit: the error says the robot cannot gallop within its limits and names the knee,
+    where it used to advise a slower gait or lower steps."""
+    from akd_core.io.errors import MotionError
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
+
+    robot = load_urdf(example_robot_data_dir() / "anymal_c_simple_description/urdf/anymal.urdf")
+    legs = find_legs(robot)
+    spec = spec_from_prompt("gallop forward", robot, legs)[0]
+    with pytest.raises(MotionError, match=r"cannot reach their targets .*, and needs joint '[LR][FH]_KFE' at [0-9.]+ x "
+                                          r"its URDF velocity limit .* cannot gallop within its joint limits"):
+        generate_gait_result(robot, spec, 4.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
+
 def test_a_gallop_of_legs_without_a_hip_roll_keeps_its_body_in_their_planes_and_its_speed():
     """A gallop's footfalls are asymmetric: made dynamically consistent, its body would shift sideways, roll and yaw.
     Solo-8's feet cannot follow sideways, which read as feet out of reach, and the gait was slowed from 1.90 to

@@ -892,6 +892,17 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     "of the leg length, and "
                     f"strides shortened to {resolved.speed / resolved.frequency:.2f} m; choose a gentler terrain "
                     "(a lower rise, a smaller slope) or a robot whose legs reach farther")
+            if slow_down and ratio > 1.0 and ik_error > accept and _has_flight(resolved, stance) and \
+                    resolved.speed < float(spec.speed):
+                # slowed as far as the attempts go, its feet still off their targets and its joints past the URDF
+                # limit itself: neither a slower gait nor lower steps is the way (anymal_c's gallop: its knees at
+                # 3.5-4.6 x their limit from 1.4 to 2.6 m/s, its feet 7-446 mm off)
+                worst = int(ratios.argmax())
+                raise MotionError(
+                    f"{message}, and needs joint '{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity "
+                    f"limit ({limit[worst]:.1f}), slowed from {spec.speed:.2f} m/s: this robot cannot "
+                    f"{resolved.pattern} within its joint limits; ask for {_instead(stance, 'a bound')}, or raise "
+                    "the limits")
             if ratio > max_velocity_ratio or not slow_down:
                 raise MotionError(f"{message}; {fix}")
             log.warning("%s; keeping it", message)
