@@ -335,36 +335,39 @@ def test_legs_without_a_hip_roll_turn_and_step_sideways_only_as_far_as_their_fee
     assert metrics["turn_limited_by"] == result.sideways_limit
 
 
+def _assert_refused(urdf: str, prompt: str, duration: float, match: str, max_velocity_ratio: float | None = None):
+    """The gait stage's generator refuses ``prompt`` for example-robot-data's ``urdf`` with a MotionError matching
+    ``match`` (at the tracking velocity margin unless ``max_velocity_ratio`` is given)."""
+    from akd_core.io.errors import MotionError
+    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
+    from akd_core.motion.prompt import spec_from_prompt
+
+    robot = load_urdf(example_robot_data_dir() / urdf)
+    legs = find_legs(robot)
+    spec = spec_from_prompt(prompt, robot, legs)[0]
+    ratio = TRACKING_VELOCITY_RATIO if max_velocity_ratio is None else max_velocity_ratio
+    with pytest.raises(MotionError, match=match):
+        generate_gait_result(robot, spec, duration, 50, legs, max_velocity_ratio=ratio)
+
+
 def test_a_flight_gait_whose_joints_stop_getting_slower_with_its_speed_is_refused_naming_the_joint():
     """anymal_c's knees (7.5 rad/s) cannot swing its bound's legs at the slowest bound cadence: halving its speed
     from 0.26 to 0.13 m/s took the knee from 1.38 to 1.27 x its URDF limit. The generator says so there, naming the
     joint, instead of slowing on to 0.02 m/s and advising a slower gait."""
-    from akd_core.io.errors import MotionError
-    from akd_core.motion.gait import generate_gait_result
-    from akd_core.motion.prompt import spec_from_prompt
+    _assert_refused("anymal_c_simple_description/urdf/anymal.urdf", "bound forward", 2.0,
+                    r"no longer makes its joints slower .*'[LR][FH]_KFE'.* cannot bound within its joint limits",
+                    max_velocity_ratio=1.0)
 
-    robot = load_urdf(example_robot_data_dir() / "anymal_c_simple_description/urdf/anymal.urdf")
-    legs = find_legs(robot)
-    spec = spec_from_prompt("bound forward", robot, legs)[0]
-    with pytest.raises(MotionError, match=r"no longer makes its joints slower .*'[LR][FH]_KFE'.* cannot bound "
-                                          r"within its joint limits"):
-        generate_gait_result(robot, spec, 2.0, 50, legs)
 
 @pytest.mark.slow  # about 80 s: eight attempts at a 4 s gallop, each carried
 def test_a_flight_gait_whose_feet_and_joints_both_stay_past_the_limits_is_refused_naming_both():
     """anymal_c's 4 s gallop misses its footholds at every speed tried, 2.60 down to 1.15 m/s, and its knees stay at
     3.5-4.6 x their velocity limit: the error says the robot cannot gallop within its limits and names the knee,
     where it used to advise a slower gait or lower steps."""
-    from akd_core.io.errors import MotionError
-    from akd_core.motion.gait import TRACKING_VELOCITY_RATIO, generate_gait_result
-    from akd_core.motion.prompt import spec_from_prompt
+    _assert_refused("anymal_c_simple_description/urdf/anymal.urdf", "gallop forward", 4.0,
+                    r"cannot reach their targets .*, and needs joint '[LR][FH]_KFE' at [0-9.]+ x its URDF velocity "
+                    r"limit .* cannot gallop within its joint limits")
 
-    robot = load_urdf(example_robot_data_dir() / "anymal_c_simple_description/urdf/anymal.urdf")
-    legs = find_legs(robot)
-    spec = spec_from_prompt("gallop forward", robot, legs)[0]
-    with pytest.raises(MotionError, match=r"cannot reach their targets .*, and needs joint '[LR][FH]_KFE' at [0-9.]+ x "
-                                          r"its URDF velocity limit .* cannot gallop within its joint limits"):
-        generate_gait_result(robot, spec, 4.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
 
 def test_a_gallop_of_legs_without_a_hip_roll_keeps_its_body_in_their_planes_and_its_speed():
     """A gallop's footfalls are asymmetric: made dynamically consistent, its body would shift sideways, roll and yaw.
@@ -417,7 +420,6 @@ def test_a_slowed_biped_run_keeps_its_flights_short_and_one_whose_joints_stop_sl
     """A biped's run slowed for a velocity limit keeps each flight within MAX_FLIGHT_S: a time-stretch had made
     romeo's run at 0.24 m/s a 0.43 Hz series of 0.5 s leaps, which fell. romeo's hips (2.1 rad/s) cannot swing its
     legs at a run's cadence at any speed: refused, naming the joint, and a walk suggested."""
-    from akd_core.io.errors import MotionError
     from akd_core.model.load import load_robot
     from akd_core.motion.gait import (
         MAX_FLIGHT_S,
@@ -438,9 +440,6 @@ def test_a_slowed_biped_run_keeps_its_flights_short_and_one_whose_joints_stop_sl
     stance = stance_pose(robot, legs)
     assert _flight_fraction(result.spec, stance.legs) / result.spec.frequency <= MAX_FLIGHT_S + 1e-9
 
-    romeo = load_urdf(example_robot_data_dir() / "romeo_description/urdf/romeo_small.urdf")
-    legs = find_legs(romeo)
-    spec = spec_from_prompt("run forward", romeo, legs)[0]
-    with pytest.raises(MotionError, match=r"needs joint '\w+' at [0-9.]+ x its URDF velocity limit.* no longer makes "
-                                          r"its joints slower .* cannot run within its joint limits; ask for a walk"):
-        generate_gait_result(romeo, spec, 2.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
+    _assert_refused("romeo_description/urdf/romeo_small.urdf", "run forward", 2.0,
+                    r"needs joint '\w+' at [0-9.]+ x its URDF velocity limit.* no longer makes its joints slower .* "
+                    r"cannot run within its joint limits; ask for a walk")
