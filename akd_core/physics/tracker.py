@@ -104,7 +104,8 @@ class TrackingConfig:
     samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
-    # planning horizon (default 0.4 s, or SWING_HORIZON_FACTOR x the reference's swing where longer; bipeds 0.8 s)
+    # planning horizon (default 0.4 s, FLIGHT_HORIZON_S for flight gaits, or SWING_HORIZON_FACTOR x the reference's swing
+    # where longer; bipeds 0.8 s)
     horizon_s: float | None = None
     replan_s: float | None = None  # executed between re-plans (DEFAULT_REPLAN_S, bipeds BIPED_REPLAN_S)
     # MuJoCo step of the planner's rollouts (s): None = BIPED_PLAN_STEP_FACTOR x the tracking step for bipeds (where
@@ -211,6 +212,14 @@ SWING_HORIZON_FACTOR = 1.5
 KNOT_S = 0.1
 FLIGHT_KNOT_S = 0.04
 
+# Planning horizon of a clip with flight phases on three or more feet (the "dynamic" class): at least this long. The
+# swing rule above gives a pronk 0.4 s, its flights being 0.15 s: a plan that sees one and a half strides cannot trade
+# this stance's push-off against the landing after next, and the small robots' pronks fell behind the reference by
+# 0.1 m. Measured on solo12's default-speed "pronk forward" (0.68 m/s, 3.65 Hz; first attempt, seeds 0/1/2;
+# 2026-11-30, 3841896, docs/tracking.md "Knots of flight gaits"): 0.4 s 0.085 / 0.193 / 0.074 m, 0.6 s 0.040 / 0.057
+# / 0.046 m (seed 0 at 0.52 s 0.061, at 0.72 s 0.073, at 0.8 s 0.098); solo's 0.128 -> 0.088 m.
+FLIGHT_HORIZON_S = 0.6
+
 # Robots with three or more feet plan in a model whose round mesh feet are spheres (MujocoEngine's simple_contacts;
 # the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's planning step
 # 40 -> 23 us (4.6 -> 1.5 contacts per step); go2's rounded feet 23.5 -> 15.9 us, its "trot forward" 5.1 -> 3.5 s.
@@ -313,17 +322,18 @@ def knot_seconds(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float:
     return FLIGHT_KNOT_S if motion_class(robot, reference) == "dynamic" else KNOT_S
 
 
-def default_horizon_s(reference: Motion, biped: bool, knot_s: float = KNOT_S) -> float:
-    """0.8 s for bipeds (a balance horizon: a fall announces itself late); else 0.4 s, or SWING_HORIZON_FACTOR x
-    the reference's unsupported swing (:func:`swing_seconds`) rounded to the knot grid where that is longer (a slow
-    trot's or bound's long swings)."""
+def default_horizon_s(reference: Motion, biped: bool, knot_s: float = KNOT_S, flight: bool = False) -> float:
+    """0.8 s for bipeds (a balance horizon: a fall announces itself late); else 0.4 s (FLIGHT_HORIZON_S for a clip
+    with flight phases, ``flight``), or SWING_HORIZON_FACTOR x the reference's unsupported swing
+    (:func:`swing_seconds`) rounded to the knot grid where that is longer (a slow trot's or bound's long swings)."""
     if biped:
         return 0.8
+    shortest = FLIGHT_HORIZON_S if flight else 0.4
     swing = swing_seconds(reference)
     if swing is None:
-        return 0.4
+        return shortest
     knots = int(np.floor(SWING_HORIZON_FACTOR * swing / knot_s + 0.5))
-    return max(0.4, round(knots * knot_s, 6))
+    return max(shortest, round(knots * knot_s, 6))
 
 
 def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
@@ -340,7 +350,8 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
     samples = cfg.samples or (1024 if cuda else (64 if biped else (FAST_PRESET.samples if fast else 32)))
     noise = cfg.noise_rad if cfg.noise_rad is not None else 0.04
     horizon = cfg.horizon_s if cfg.horizon_s is not None else \
-        default_horizon_s(reference, biped, knot_seconds(cfg, robot, reference))
+        default_horizon_s(reference, biped, knot_seconds(cfg, robot, reference),
+                          flight=not biped and motion_class(robot, reference) == "dynamic")
     if samples < 2 or noise < 0 or horizon <= 0:
         raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
                           f"{horizon})")
