@@ -95,7 +95,8 @@ class TrackingConfig:
     engine: str = "auto"  # "auto" | "mujoco" | "newton" (auto: Newton on CUDA, MuJoCo on CPU)
     device: str | None = None  # "cpu" | "cuda" | None (auto)
     sim_dt: float | None = None  # s, upper bound; default 2 ms (MuJoCo) / 1 ms (Newton)
-    control_hz: float | None = None  # default: the reference fps clamped to [25, 100]
+    # default: the reference fps clamped to [25, 100]; FLIGHT_CONTROL_HZ for flight gaits
+    control_hz: float | None = None
     kp: float | list[float] | None = None
     kd: float | list[float] | None = None
     armature: float | list[float] | None = None
@@ -104,8 +105,8 @@ class TrackingConfig:
     samples: int | None = None  # candidates per re-plan (default 32 on CPU, 1024 on CUDA; x2 for bipeds on CPU)
     iterations: int | None = None  # annealing rounds per re-plan (MPC, default 1) / Adam steps per window (adam)
     noise_rad: float | None = None  # knot noise (default 0.04 rad)
-    # planning horizon (default 0.4 s, FLIGHT_HORIZON_S for flight gaits, or SWING_HORIZON_FACTOR x the reference's swing
-    # where longer; bipeds 0.8 s)
+    # planning horizon (default 0.4 s, FLIGHT_HORIZON_S for flight gaits, or SWING_HORIZON_FACTOR x the reference's
+    # swing where longer; bipeds 0.8 s)
     horizon_s: float | None = None
     replan_s: float | None = None  # executed between re-plans (DEFAULT_REPLAN_S, bipeds BIPED_REPLAN_S)
     # MuJoCo step of the planner's rollouts (s): None = BIPED_PLAN_STEP_FACTOR x the tracking step for bipeds (where
@@ -220,6 +221,13 @@ FLIGHT_KNOT_S = 0.04
 # / 0.046 m (seed 0 at 0.52 s 0.061, at 0.72 s 0.073, at 0.8 s 0.098); solo's 0.128 -> 0.088 m.
 FLIGHT_HORIZON_S = 0.6
 
+# Control rate of a clip with flight phases on three or more feet, where none is asked for: its stances last
+# 0.12-0.16 s, six to eight periods of the reference's 50 Hz, and a push-off shaped by targets held 20 ms apart left
+# the small robots' pronks behind. Measured with FLIGHT_HORIZON_S (the zoo's default-speed "pronk forward", first
+# attempt, seed 0; 2026-11-30, 3841896, docs/tracking.md "Knots of flight gaits"): 50 -> 100 Hz erd_quadruped 0.061
+# -> 0.018 m, solo 0.088 -> 0.042, solo12 0.040 -> 0.033, a1 0.018 -> 0.020 in 1667 instead of 2147 rollouts.
+FLIGHT_CONTROL_HZ = 100.0
+
 # Robots with three or more feet plan in a model whose round mesh feet are spheres (MujocoEngine's simple_contacts;
 # the executed model keeps the meshes). Measured (docs/tracking.md, "Planning contacts"): solo12's planning step
 # 40 -> 23 us (4.6 -> 1.5 contacts per step); go2's rounded feet 23.5 -> 15.9 us, its "trot forward" 5.1 -> 3.5 s.
@@ -322,6 +330,17 @@ def knot_seconds(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float:
     return FLIGHT_KNOT_S if motion_class(robot, reference) == "dynamic" else KNOT_S
 
 
+def default_control_hz(cfg: TrackingConfig, robot: Robot, reference: Motion) -> float | None:
+    """``cfg.control_hz``, else FLIGHT_CONTROL_HZ for a clip with flight phases on three or more feet
+    (:func:`akd_core.physics.verdict.motion_class` "dynamic") tracked at a lower rate, else None (the reference's fps,
+    :func:`akd_core.physics.targets.control_rate`)."""
+    if cfg.control_hz is not None:
+        return cfg.control_hz
+    if motion_class(robot, reference) == "dynamic" and reference.fps < FLIGHT_CONTROL_HZ:
+        return FLIGHT_CONTROL_HZ
+    return None
+
+
 def default_horizon_s(reference: Motion, biped: bool, knot_s: float = KNOT_S, flight: bool = False) -> float:
     """0.8 s for bipeds (a balance horizon: a fall announces itself late); else 0.4 s (FLIGHT_HORIZON_S for a clip
     with flight phases, ``flight``), or SWING_HORIZON_FACTOR x the reference's unsupported swing
@@ -373,7 +392,7 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     device = resolve_device(cfg.device)
     name = engine_name or resolve_engine(cfg.engine, device)
     bound = cfg.sim_dt if cfg.sim_dt is not None else (2e-3 if name == "mujoco" else 1e-3)
-    hz, steps, sim_dt = control_rate(motion, cfg.control_hz, bound)
+    hz, steps, sim_dt = control_rate(motion, default_control_hz(cfg, robot, motion), bound)
     reference = motion if abs(motion.fps - hz) < 1e-9 else motion.resample(hz)
     if reference.num_frames < 2:
         raise MotionError("the reference clip needs at least two frames at the control rate to track")
