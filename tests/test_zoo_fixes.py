@@ -60,9 +60,10 @@ def test_the_horizon_sees_a_slow_trots_swinging_feet_land_and_walks_keep_the_def
     assert TR.swing_seconds(walk) is None and TR.sized(TR.TrackingConfig(), a1, walk, "cpu")[1] == 0.4
 
 
-def test_a_clip_with_flight_phases_plans_on_finer_knots(a1):
-    """A pronk (every foot up together, a flight each stride) plans with knots FLIGHT_KNOT_S apart, in build's setup
-    too; a trot keeps KNOT_S; an explicit knot_s wins and a non-positive one is refused."""
+def test_a_clip_with_flight_phases_plans_on_finer_knots_further_ahead_at_a_higher_rate(a1):
+    """A pronk (every foot up together, a flight each stride) plans with knots FLIGHT_KNOT_S apart, at least
+    FLIGHT_HORIZON_S ahead, controlled at FLIGHT_CONTROL_HZ, in build's setup too; a trot keeps KNOT_S, its swing's
+    shorter horizon and the reference's 50 Hz; explicit settings win and a non-positive knot_s is refused."""
     from akd_core.io.errors import ConfigError
     from akd_core.motion.gait import GaitSpec, generate_gait
 
@@ -72,8 +73,12 @@ def test_a_clip_with_flight_phases_plans_on_finer_knots(a1):
     assert (~pronk.foot_contacts.any(axis=1)).mean() > 0.2 and not (~trot.foot_contacts.any(axis=1)).any()
     assert TR.knot_seconds(TR.TrackingConfig(), a1, pronk) == TR.FLIGHT_KNOT_S < TR.KNOT_S
     assert TR.knot_seconds(TR.TrackingConfig(), a1, trot) == TR.KNOT_S
-    assert TR.build(a1, pronk, TR.TrackingConfig()).knot == round(TR.FLIGHT_KNOT_S * 50)
-    assert TR.build(a1, trot, TR.TrackingConfig()).knot == round(TR.KNOT_S * 50)
+    flying, steady = TR.build(a1, pronk, TR.TrackingConfig()), TR.build(a1, trot, TR.TrackingConfig())
+    assert flying.reference.fps == TR.FLIGHT_CONTROL_HZ == 100.0 and steady.reference.fps == 50.0
+    assert flying.knot == round(TR.FLIGHT_KNOT_S * 100) and steady.knot == round(TR.KNOT_S * 50)
+    assert flying.horizon == round(TR.FLIGHT_HORIZON_S * 100)
+    assert steady.horizon == round(TR.default_horizon_s(trot, False) * 50) < round(TR.FLIGHT_HORIZON_S * 50)
+    assert TR.build(a1, pronk, TR.TrackingConfig(control_hz=50.0)).reference.fps == 50.0
     assert TR.knot_seconds(TR.TrackingConfig(knot_s=0.08), a1, pronk) == 0.08
     with pytest.raises(ConfigError, match="knot_s"):
         TR.knot_seconds(TR.TrackingConfig(knot_s=0.0), a1, trot)

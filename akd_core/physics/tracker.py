@@ -280,6 +280,26 @@ class Setup:
     terrain: Terrain = field(default_factory=Terrain.flat)  # what both engines simulate and the metrics measure from
 
 
+def control_rate_torques(robot: Robot, motion: Motion, reference: Motion, physics: PhysicsParams, feet: Feet,
+                         shift: float, intended: np.ndarray | None) -> np.ndarray:
+    """(T, J) inverse-dynamics torques of ``reference`` (``motion`` resampled to the control rate, raised by
+    ``shift``; ``intended``: its contact schedule's parts down). Where the control rate is above the clip's own rate
+    they are computed at the clip's frames and interpolated: a linearly upsampled clip's finite-difference
+    accelerations are zero between its frames and twice the real ones at them, and torques from those would make
+    the feedforward jump every other control period."""
+    if reference.fps <= motion.fps + 1e-9:
+        torques, _ = inverse_dynamics_torques(robot, reference, physics, feet,
+                                              root_pos=reference.root_pos + np.array([0.0, 0.0, shift]),
+                                              stance=intended)
+        return torques
+    own = contact_schedule(robot, motion).intended
+    torques, _ = inverse_dynamics_torques(robot, motion, physics, feet,
+                                          root_pos=motion.root_pos + np.array([0.0, 0.0, shift]), stance=own)
+    at = np.arange(reference.num_frames) / reference.fps
+    frames = np.arange(motion.num_frames) / motion.fps
+    return np.stack([np.interp(at, frames, column) for column in torques.T], axis=1)
+
+
 def feedforward_targets(robot: Robot, reference: Motion, physics: PhysicsParams, enabled: bool = True,
                         torques: np.ndarray | None = None) -> np.ndarray:
     """(T, J) q_ref + (kd qdot_ref + tau) / kp, clipped to the limits and rate-limited. With ``tau_pd = kp (q* - q)
@@ -437,8 +457,7 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     torques = None
     if cfg.inverse_dynamics and feet.names:
         # the ground pushes at the parts the schedule puts down (the toe line alone at toe-off)
-        torques, _ = inverse_dynamics_torques(robot, reference, physics, feet, root_pos=ref_root,
-                                              stance=schedule.intended)
+        torques = control_rate_torques(robot, motion, reference, physics, feet, shift, schedule.intended)
     return Setup(robot=robot, reference=reference, physics=physics, engine=engine, planning_engine=planning_engine,
                  cost=cost, ref=ref, start=start,
                  height_shift=shift, feedforward=feedforward_targets(robot, reference, physics,
