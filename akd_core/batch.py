@@ -38,6 +38,7 @@ from akd_core.export.quality import QualityGates, assess_run, figures_of, qualit
 from akd_core.io.errors import AKDError, ConfigError, DependencyError
 from akd_core.io.fileio import atomic_path, write_json_atomic
 from akd_core.io.rundir import RunDir
+from akd_core.physics.targets import reference_control_hz
 from akd_core.pipeline import PipelineConfig, run_pipeline
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,9 @@ def run_job(job: Job) -> dict[str, Any]:
                          track_fast=bool(s.get("fast", False)), device=s.get("device"), exports=(),
                          prior=s.get("prior", "cogvideox"), video_model=s.get("video_model"),
                          commands=job.commands, keep_failed=job.keep_failed,
+                         # one control rate for every clip of the sweep's datasets (a dataset has one fps), the
+                         # sweep's frame rate: a flight gait is not raised to tracker.FLIGHT_CONTROL_HZ here
+                         track_control_hz=reference_control_hz(s["fps"]),
                          concurrent=False)  # the jobs already share the cores: one process each
     try:
         run_pipeline(cfg, echo=lambda _msg: None)

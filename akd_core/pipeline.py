@@ -46,6 +46,8 @@ class PipelineConfig:
     track_iterations: int | None = None
     track_fast: bool = False  # `akd track --fast` (tracker.FAST_PRESET)
     track_integrator: str | None = None  # `akd track --integrator` (None: by the robot's feet, TrackingConfig)
+    # `akd track --control-hz` (None: the reference's fps; FLIGHT_CONTROL_HZ for a clip with flight phases)
+    track_control_hz: float | None = None
     device: str | None = None
     exports: tuple[str, ...] = DEFAULT_EXPORTS
     force: bool = False
@@ -82,7 +84,7 @@ def _motion_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
     return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast,
-                       integrator=cfg.track_integrator,
+                       integrator=cfg.track_integrator, control_hz=cfg.track_control_hz,
                        link_err_limit_m=cfg.link_err_limit_m)
 
 

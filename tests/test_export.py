@@ -174,6 +174,23 @@ def test_hdf5_reads_the_way_robomimic_and_our_bc_reader_read_it(runs, tmp_path):
     np.testing.assert_allclose(dataset.demos[0].actions, TrackedMotion.load(runs[0].file(TRACKED)).pd_targets)
 
 
+def test_a_dataset_of_runs_tracked_at_two_rates_is_refused_naming_the_fix(runs, tmp_path):
+    """A clip with flight phases is controlled at 100 Hz by `akd track`, a trot at its 50 fps: one dataset holds one
+    fps, so exporting both together stops before writing, naming the rates and `--control-hz`."""
+    import shutil
+
+    from akd_core.io.errors import MotionError
+
+    fast = tmp_path / "fast"
+    shutil.copytree(runs[1].path, fast)
+    tracked = TrackedMotion.load(fast / TRACKED)
+    dataclasses.replace(tracked, dt=tracked.dt / 2).save(fast / TRACKED)
+    path = tmp_path / "mixed.hdf5"
+    with pytest.raises(MotionError, match=r"different control periods \[0\.01, 0\.02\] s.*--control-hz HZ"):
+        export_runs([runs[0].path, fast], "hdf5", path)
+    assert not path.exists() and not list(tmp_path.glob("mixed*"))
+
+
 def test_hdf5_append_keeps_first_demo_and_continues_numbering(runs, tmp_path):
     path = tmp_path / "grow.hdf5"
     export_runs([runs[0].path], "hdf5", path)

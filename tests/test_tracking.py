@@ -523,20 +523,27 @@ def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, 
 
 def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_kept(a1, tmp_path):
     """Above --retry-above (here: any error at all) a default-sampled clip is re-planned once with 2 x the samples
-    (on a flight gait's finer knots: a1 has four feet), with its own checkpoint; the better attempt is kept and both
-    are reported. Explicit --samples are used as given, and a negative limit is an error naming the option."""
+    (on a flight gait's finer knots and control rate: a1 has four feet), with its own checkpoint; the better attempt
+    is kept and both are reported, and tracked.npz holds the kept one's rate, its naive baseline too. Explicit
+    --samples are used as given, and a negative limit is an error naming the option."""
     motion = trot_in_place(a1, duration=0.3)
+    assert motion.fps == 50
     cfg = TR.TrackingConfig(feedforward_ok_m=0.0, retry_above_m=1e-9)
     checkpoint = tmp_path / TR.CHECKPOINT
     tracked, metrics = TR.track_motion(a1, motion, cfg, checkpoint=checkpoint, progress=False)
     first, second = metrics["attempts"]
     assert (first["samples"], second["samples"]) == (32, 64)
     assert (first["knot_s"], second["knot_s"]) == (TR.KNOT_S, TR.FLIGHT_KNOT_S)
+    assert (first["control_hz"], second["control_hz"]) == (50.0, TR.FLIGHT_CONTROL_HZ)
     kept = min((first, second), key=lambda a: (a["fell"], a["link_pos_err_m"]))
     assert metrics["link_pos_err_m"] == pytest.approx(kept["link_pos_err_m"])
     assert metrics["samples"] == (64 if kept is second else 32) and metrics["retry_above_m"] == 1e-9
     assert (tmp_path / "track_ckpt-x2.pt").exists() and checkpoint.exists()
-    np.testing.assert_allclose(tracked.pd_targets.shape, (motion.num_frames, a1.num_dofs))
+    frames = int(round(motion.duration * kept["control_hz"])) + 1
+    assert tracked.dt == pytest.approx(1.0 / kept["control_hz"])
+    assert tracked.pd_targets.shape == tracked.naive.pd_targets.shape == (frames, a1.num_dofs)
+    _, pinned = TR.track_motion(a1, motion, dataclasses.replace(cfg, control_hz=50.0), progress=False)
+    assert [a["control_hz"] for a in pinned["attempts"]] == [50.0, 50.0]  # an asked rate is kept
 
     _, given = TR.track_motion(a1, motion, TR.TrackingConfig(samples=4, feedforward_ok_m=0.0, retry_above_m=1e-9),
                                progress=False)

@@ -84,6 +84,34 @@ def test_a_clip_with_flight_phases_plans_on_finer_knots_further_ahead_at_a_highe
         TR.knot_seconds(TR.TrackingConfig(knot_s=0.0), a1, trot)
 
 
+def test_a_clip_controlled_above_its_frame_rate_gets_its_torques_from_its_own_frames(a1):
+    """A 50 fps pronk controlled at 100 Hz: the inverse-dynamics torques are those of the clip's own frames,
+    interpolated. Computed on the linearly upsampled clip instead, the accelerations are zero between the clip's
+    frames and twice the real ones at them, and the torques jump every other control period (10 x the second
+    difference, 2026-11-30)."""
+    from akd_core.motion.gait import GaitSpec, generate_gait
+    from akd_core.physics.inverse import inverse_dynamics_torques
+    from akd_core.physics.metrics import contact_schedule
+
+    pronk = generate_gait(a1, GaitSpec("pronk", speed=0.6), 1.0, 50, find_legs(a1))
+    setup = TR.build(a1, pronk, TR.TrackingConfig())
+    assert setup.reference.fps == 100.0
+    schedule = contact_schedule(a1, setup.reference)
+    feet = TR.Feet(schedule.names, schedule.points)
+    lift = np.array([0.0, 0.0, setup.height_shift])
+    own, _ = inverse_dynamics_torques(a1, pronk, setup.physics, feet, root_pos=pronk.root_pos + lift,
+                                      stance=contact_schedule(a1, pronk).intended)
+    smooth = TR.control_rate_torques(a1, pronk, setup.reference, setup.physics, feet, setup.height_shift,
+                                     schedule.intended)
+    naive, _ = inverse_dynamics_torques(a1, setup.reference, setup.physics, feet,
+                                        root_pos=setup.reference.root_pos + lift, stance=schedule.intended)
+    assert smooth.shape == naive.shape == (setup.reference.num_frames, a1.num_dofs)
+    np.testing.assert_allclose(smooth[::2], own[:len(smooth[::2])], atol=1e-9)
+    np.testing.assert_allclose(smooth[1:-1:2], 0.5 * (smooth[:-2:2] + smooth[2::2]), atol=1e-9)
+    jumps = lambda tau: np.abs(tau[2:] - 2 * tau[1:-1] + tau[:-2]).mean()  # noqa: E731
+    assert jumps(naive) > 3 * jumps(smooth), (jumps(naive), jumps(smooth))
+
+
 @pytest.mark.slow
 def test_anymal_c_trot_forward_tracks_within_the_steady_limit_on_the_first_attempt():
     """docs/zoo.md's failing cell: ANYmal C "trot forward" 4 s (velocity-limited, 0.81 m/s, 0.38 s swings), MPC

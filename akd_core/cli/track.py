@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim-dt", type=float, default=None,
                         help="simulation step bound in s (default 2e-3 MuJoCo, 1e-3 Newton)")
-    parser.add_argument("--control-hz", type=float, default=None, help="PD target rate (default reference fps)")
+    parser.add_argument("--control-hz", type=float, default=None,
+                        help="PD target rate (default the reference's fps; 100 Hz for a clip with flight phases on "
+                             "three or more feet)")
     parser.add_argument("--kp", type=float, default=None, help="PD stiffness for every joint (default mass-scaled)")
     parser.add_argument("--kd", type=float, default=None, help="PD damping for every joint (default critical)")
     parser.add_argument("--time-budget", type=float, default=None,

@@ -379,4 +379,5 @@ def stack_checked(episodes: list[Episode], fmt: str) -> None:
     rates = {round(e.dt, 9) for e in episodes}
     if len(rates) > 1:
         raise MotionError(f"{fmt}: the runs have different control periods {sorted(rates)} s; a {fmt} dataset has "
-                          "one fps. Export them to separate datasets (-o) or re-track at one rate")
+                          "one fps. Export them to separate datasets (-o) or re-track them at one rate (`akd track RUN "
+                          "--control-hz HZ`; a clip with flight phases is controlled at 100 Hz by default)")

@@ -29,9 +29,14 @@ VELOCITY_LIMIT_FRACTION = 0.98  # PD targets never ask for more than this fracti
 # ----------------------------------------------------------------------------- building
 
 
+def reference_control_hz(fps: float) -> float:
+    """The control rate of a clip at ``fps`` frames per second when none is asked for: its fps within [25, 100]."""
+    return min(max(float(fps), 25.0), 100.0)
+
+
 def control_rate(motion: Motion, control_hz: float | None, sim_dt: float) -> tuple[float, int, float]:
     """(control_hz, substeps per control period, sim_dt) with sim_dt <= the bound."""
-    hz = control_hz if control_hz is not None else min(max(motion.fps, 25.0), 100.0)
+    hz = control_hz if control_hz is not None else reference_control_hz(motion.fps)
     if hz <= 0 or sim_dt <= 0:
         raise ConfigError(f"control_hz and sim_dt must be positive (got {hz}, {sim_dt})")
     steps = max(1, int(math.ceil(1.0 / (hz * sim_dt) - 1e-9)))

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -867,28 +868,34 @@ def retry_checkpoint(checkpoint: Path) -> Path:
 
 def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit: float, tracked: TrackedMotion,
                     metrics: dict[str, Any], selected: str, info: dict[str, Any],
-                    segments: list[dict[str, Any]] | None = None):
-    """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples, on FLIGHT_KNOT_S knots for robots with three or more
-    feet (its own checkpoint, so an interrupted second attempt resumes without redoing the first); keep whichever
-    of the two tracks better."""
+                    segments: list[dict[str, Any]] | None = None,
+                    rebuild: Callable[[TrackingConfig], Setup] | None = None):
+    """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples; robots with three or more feet on FLIGHT_KNOT_S
+    knots, controlled at FLIGHT_CONTROL_HZ unless a rate was asked for (``rebuild``: the setup of the same clip under
+    another configuration). Its own checkpoint, so an interrupted second attempt resumes without redoing the first;
+    keep whichever of the two tracks better."""
     first = {"samples": setup.sampling.samples, "knot_s": setup.knot / setup.reference.fps,
-             "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"], "selected_targets": selected,
-             "seconds": info["seconds"]}
+             "control_hz": setup.reference.fps, "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"],
+             "selected_targets": selected, "seconds": info["seconds"]}
     # robots with three or more feet re-plan on knots as fine as a flight gait's (FLIGHT_KNOT_S): a fixed grid of
     # 0.1 s is what their first attempts missed by (go1's flightless bound 0.049 -> 0.021 m, erd_quadruped's pace 0.030
-    # -> 0.020); bipeds keep theirs
+    # -> 0.020), and at a flight gait's control rate (anymal_b's gallop slowed to 1.11 m/s, flightless: 0.058 ->
+    # 0.026 m); bipeds keep theirs
     fine = setup.cfg.knot_s is None and not is_biped(setup.robot, setup.reference)
-    knot = min(setup.knot, max(1, int(round(FLIGHT_KNOT_S * setup.reference.fps)))) if fine else setup.knot
-    more = dataclasses.replace(setup, knot=knot, sampling=dataclasses.replace(
-        setup.sampling, samples=setup.sampling.samples * RETRY_SAMPLES_FACTOR))
+    base = setup
+    if fine and rebuild is not None and setup.cfg.control_hz is None and setup.reference.fps < FLIGHT_CONTROL_HZ:
+        base = rebuild(dataclasses.replace(setup.cfg, control_hz=FLIGHT_CONTROL_HZ))
+    knot = min(base.knot, max(1, int(round(FLIGHT_KNOT_S * base.reference.fps)))) if fine else base.knot
+    more = dataclasses.replace(base, knot=knot, sampling=dataclasses.replace(
+        base.sampling, samples=setup.sampling.samples * RETRY_SAMPLES_FACTOR))
     log.warning("tracked link error %.3f m%s is above %.3f m: planning the clip again with %d samples, knots %.2f s "
-                "apart", metrics["link_pos_err_m"], " and it fell" if metrics["fell"] else "", limit,
-                more.sampling.samples, knot / setup.reference.fps)
+                "apart, at %g Hz", metrics["link_pos_err_m"], " and it fell" if metrics["fell"] else "", limit,
+                more.sampling.samples, knot / more.reference.fps, more.reference.fps)
     again = None if checkpoint is None else retry_checkpoint(checkpoint)
     pd_targets, record, info2 = track_mpc(more, again, progress)
     tracked2, metrics2 = record_metrics(more, record, pd_targets)
-    second = {"samples": more.sampling.samples, "knot_s": more.knot / setup.reference.fps,
-              "link_pos_err_m": metrics2["link_pos_err_m"],
+    second = {"samples": more.sampling.samples, "knot_s": more.knot / more.reference.fps,
+              "control_hz": more.reference.fps, "link_pos_err_m": metrics2["link_pos_err_m"],
               "fell": metrics2["fell"], "selected_targets": "optimised", "seconds": info2["seconds"]}
     both = {"attempts": [first, second], "rollouts": info["rollouts"] + info2["rollouts"],
             "seconds": info["seconds"] + info2["seconds"]}
@@ -902,15 +909,21 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
     return setup, tracked, metrics, selected, dict(info, **both), None
 
 
+def _naive_replay(setup: Setup) -> tuple[np.ndarray, Execution, TrackedMotion, dict[str, Any]]:
+    """The baseline: the reference's joint angles replayed as PD targets (targets, record, clip, metrics)."""
+    targets = setup.reference.joint_pos.astype(np.float32)
+    record, _ = execute(setup.engine, setup.start, targets.astype(np.float64))
+    naive, metrics = record_metrics(setup, record, targets)
+    return targets, record, naive, metrics
+
+
 def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpoint: Path | None,
                       progress: bool, terrain: Terrain | None = None,
                       segments: list[dict[str, Any]] | None = None) -> tuple[TrackedMotion, dict[str, Any]]:
     tic = time.perf_counter()
     setup = build(robot, motion, cfg, terrain=terrain)
     limit = retry_limit(cfg, setup)  # a bad --retry-above fails here, before any rollout
-    naive_targets = setup.reference.joint_pos.astype(np.float32)
-    naive_record, _ = execute(setup.engine, setup.start, naive_targets.astype(np.float64))
-    naive, naive_metrics = record_metrics(setup, naive_record, naive_targets)
+    naive_targets, naive_record, naive, naive_metrics = _naive_replay(setup)
     ff_targets = setup.feedforward.astype(np.float32)
     ff_record, _ = execute(setup.engine, setup.start, ff_targets.astype(np.float64))
     ff_tracked, ff_metrics = record_metrics(setup, ff_record, ff_targets)
@@ -935,9 +948,13 @@ def _track_mpc_motion(robot: Robot, motion: Motion, cfg: TrackingConfig, checkpo
             if failing and not (metrics["fell"] or metrics["link_pos_err_m"] > limit):
                 log.warning("segment%s %s missed %s limit: planning the clip again", "s" * (len(failing) > 1),
                             ", ".join(str(n) for n in failing), "their" if len(failing) > 1 else "its")
+            rate = setup.reference.fps
             setup, tracked, metrics, selected, info, again = _second_attempt(
-                setup, checkpoint, progress, limit, tracked, metrics, selected, info, segments)
+                setup, checkpoint, progress, limit, tracked, metrics, selected, info, segments,
+                rebuild=lambda other: build(robot, motion, other, terrain=terrain))
             record = again if again is not None else record
+            if setup.reference.fps != rate:  # the baseline at the rate that was kept: tracked.npz has one dt
+                _, _, naive, naive_metrics = _naive_replay(setup)
     tracked.naive = naive
     out: dict[str, Any] = dict(metrics)
     if segments:
