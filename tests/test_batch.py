@@ -280,7 +280,7 @@ def test_summary_table_lists_every_dataset_written():
 def test_a_sweep_tracks_its_flight_gaits_at_its_own_frame_rate_so_its_dataset_has_one(tmp_path, monkeypatch):
     """`akd track` controls a clip with flight phases at tracker.FLIGHT_CONTROL_HZ; a sweep's clips share one
     dataset, which has one fps, so a sweep tracks every clip at its frame rate: a pronk and a trot at 50 fps both
-    come out at 50 Hz, and the HDF5 dataset holds both (the gates opened: 1 s clips, one MPC iteration)."""
+    come out at 50 Hz, and the HDF5 dataset holds both (the gates opened: 0.8 s clips, one MPC iteration)."""
     from akd_core.motion.clip import Motion
     from akd_core.model.load import load_robot
     from akd_core.physics.verdict import motion_class
@@ -288,7 +288,7 @@ def test_a_sweep_tracks_its_flight_gaits_at_its_own_frame_rate_so_its_dataset_ha
     monkeypatch.chdir(tmp_path)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text("out: runs/rates\nrobots: [quadruped]\nprompts: [pronk forward, trotting forward]\n"
-                     "duration: 1.0\niterations: 1\nexport: [hdf5]\n"
+                     "duration: 0.8\niterations: 1\nexport: [hdf5]\n"
                      "quality: {allow_failed_tracking: true, allow_falls: true, max_link_err_m: 10, "
                      "require_crosscheck: false}\n")
     summary = run_batch(sweep, progress=False)
