@@ -281,8 +281,8 @@ def test_a_sweep_tracks_its_flight_gaits_at_its_own_frame_rate_so_its_dataset_ha
     """`akd track` controls a clip with flight phases at tracker.FLIGHT_CONTROL_HZ; a sweep's clips share one
     dataset, which has one fps, so a sweep tracks every clip at its frame rate: a pronk and a trot at 50 fps both
     come out at 50 Hz, and the HDF5 dataset holds both (the gates opened: 0.8 s clips, one MPC iteration)."""
-    from akd_core.motion.clip import Motion
     from akd_core.model.load import load_robot
+    from akd_core.motion.clip import Motion
     from akd_core.physics.verdict import motion_class
 
     monkeypatch.chdir(tmp_path)
