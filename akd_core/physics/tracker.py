@@ -226,7 +226,8 @@ FLIGHT_HORIZON_S = 0.6
 # 0.12-0.16 s, six to eight periods of the reference's 50 Hz, and a push-off shaped by targets held 20 ms apart left
 # the small robots' pronks behind. Measured with FLIGHT_HORIZON_S (the zoo's default-speed "pronk forward", first
 # attempt, seed 0; 2026-11-30, 3841896, docs/tracking.md "Knots of flight gaits"): 50 -> 100 Hz erd_quadruped 0.061
-# -> 0.018 m, solo 0.088 -> 0.042, solo12 0.040 -> 0.033, a1 0.018 -> 0.020 in 1667 instead of 2147 rollouts.
+# -> 0.018 m, solo 0.088 -> 0.042, solo12 0.040 -> 0.033, a1 0.018 -> 0.020 in 1667 instead of 2147 rollouts (the
+# torques then from the resampled clip; from its own frames, control_rate_torques: erd 0.038, solo 0.040, solo12 0.029).
 FLIGHT_CONTROL_HZ = 100.0
 
 # Robots with three or more feet plan in a model whose round mesh feet are spheres (MujocoEngine's simple_contacts;
@@ -879,8 +880,8 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
              "selected_targets": selected, "seconds": info["seconds"]}
     # robots with three or more feet re-plan on knots as fine as a flight gait's (FLIGHT_KNOT_S): a fixed grid of
     # 0.1 s is what their first attempts missed by (go1's flightless bound 0.049 -> 0.021 m, erd_quadruped's pace 0.030
-    # -> 0.020), and at a flight gait's control rate (anymal_b's gallop slowed to 1.11 m/s, flightless: 0.058 ->
-    # 0.026 m); bipeds keep theirs
+    # -> 0.020), and at a flight gait's control rate (the zoo's go1 bound 0.021 -> 0.015 m, anymal_b's gallop slowed
+    # to 1.11 m/s and flightless 0.058 -> 0.038); bipeds keep theirs
     fine = setup.cfg.knot_s is None and not is_biped(setup.robot, setup.reference)
     base = setup
     if fine and rebuild is not None and setup.cfg.control_hz is None and setup.reference.fps < FLIGHT_CONTROL_HZ:
