@@ -150,8 +150,10 @@ def expand_jobs(sweep: Sweep) -> list[Job]:
         for prompt in sweep.prompts:
             for seed in sweep.seeds:
                 name = f"{_slug(robot_name, 24)}__{_slug(prompt)}__seed{seed}"
+                # a clip that fails its tracking verdict is a finished run: the gate allow_failed_tracking
+                # leaves it out with its reason, and --include-rejected can put it in (marked success=False)
                 jobs.append(Job(name=name, run_dir=str(Path(sweep.out) / name), robot=robot, prompt=prompt,
-                                seed=int(seed), sweep=common))
+                                seed=int(seed), sweep=common, keep_failed=True))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ConfigError("two jobs of the sweep map to the same run directory name; make robots/prompts distinct")

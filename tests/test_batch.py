@@ -39,6 +39,7 @@ def test_sweep_expands_into_named_jobs(tmp_path):
         "quadruped__walking-forward__seed0", "quadruped__trotting-forward__seed0",
         "hexapod__walking-forward__seed0", "hexapod__trotting-forward__seed0"}
     assert all(Path(j.run_dir).parent == tmp_path / "runs" / "s" for j in jobs)
+    assert all(j.keep_failed for j in jobs)  # a failed tracking verdict is the gates' call (allow_failed_tracking)
     assert sweep.quality == QualityGates()  # default gates when the sweep has no quality block
 
 
