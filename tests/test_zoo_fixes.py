@@ -476,3 +476,15 @@ def test_a_slowed_biped_run_keeps_its_flights_short_and_one_whose_joints_stop_sl
     _assert_refused("romeo_description/urdf/romeo_small.urdf", "run forward", 2.0,
                     r"needs joint '\w+' at [0-9.]+ x its URDF velocity limit.* no longer makes its joints slower .* "
                     r"cannot run within its joint limits; ask for a walk")
+
+
+def test_a_refused_gait_is_not_suggested_instead_of_itself(a1):
+    """A quadruped that cannot gallop is told to try a trot, a walk or a bound; one that cannot bound is not told to
+    try a bound (the slow-bound refusal of the built-in quadruped said "ask for a trot, a walk or a bound")."""
+    from types import SimpleNamespace
+
+    from akd_core.motion.gait import _instead
+
+    stance = SimpleNamespace(legs=find_legs(a1))  # _instead reads the legs of the stance
+    assert _instead(stance, "a bound", "gallop") == "a trot, a walk or a bound"
+    assert _instead(stance, "a bound", "bound") == "a trot or a walk"

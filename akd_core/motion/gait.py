@@ -829,8 +829,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                                "a slower pace sways its body farther over each side's feet")
                             + f"), and at its best ({slowest[1]:.2f} m/s) it needs "
                             f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
-                            f"{resolved.pattern} within its joint limits; ask for {_instead(stance, 'a bound')}, or "
-                            "raise the limit")
+                            f"{resolved.pattern} within its joint limits; ask for "
+                            f"{_instead(stance, 'a bound', resolved.pattern)}, or raise the limit")
                 if slowest is None or ratio < slowest[0]:
                     slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
@@ -901,8 +901,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 raise MotionError(
                     f"{message}, and needs joint '{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity "
                     f"limit ({limit[worst]:.1f}), slowed from {spec.speed:.2f} m/s: this robot cannot "
-                    f"{resolved.pattern} within its joint limits; ask for {_instead(stance, 'a bound')}, or raise "
-                    "the limits")
+                    f"{resolved.pattern} within its joint limits; ask for "
+                    f"{_instead(stance, 'a bound', resolved.pattern)}, or raise the limits")
             if ratio > max_velocity_ratio or not slow_down:
                 raise MotionError(f"{message}; {fix}")
             log.warning("%s; keeping it", message)
@@ -1138,11 +1138,12 @@ def _effort_message(robot: Robot, resolved: GaitSpec, worst: int, effort: float)
             f"{effort:.2f} x its URDF effort limit ({robot.effort_limit[worst]:.1f} N m; allowed {EFFORT_RATIO:.2f} x)")
 
 
-def _instead(stance: Stance, also: str = "") -> str:
-    """The gaits to suggest instead of one this robot cannot do: a walk for a biped; else a trot or a walk, and
-    ``also`` (a quadruped's other gait worth a try)."""
+def _instead(stance: Stance, also: str = "", pattern: str = "") -> str:
+    """The gaits to suggest instead of a ``pattern`` this robot cannot do: a walk for a biped; else a trot or a walk,
+    and ``also`` (a quadruped's other gait worth a try, unless it is the one refused)."""
     if len(stance.legs) <= 2:
         return "a walk"
+    also = "" if also == f"a {pattern}" else also
     return f"a trot, a walk or {also}" if also else "a trot or a walk"
 
 
