@@ -524,8 +524,9 @@ def test_mpc_that_tracks_worse_than_a_plain_replay_is_not_kept(a1, monkeypatch, 
 def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_kept(a1, tmp_path):
     """Above --retry-above (here: any error at all) a default-sampled clip is re-planned once with 2 x the samples
     (on a flight gait's finer knots and control rate: a1 has four feet), with its own checkpoint; the better attempt
-    is kept and both are reported, and tracked.npz holds the kept one's rate, its naive baseline too. Explicit
-    --samples are used as given, and a negative limit is an error naming the option."""
+    is kept and both are reported, and tracked.npz holds the kept one's rate, its naive baseline too. It plans at
+    least as far ahead as a flight gait, unless a horizon was asked for. Explicit --samples are used as given, and a
+    negative limit is an error naming the option."""
     motion = trot_in_place(a1, duration=0.3)
     assert motion.fps == 50
     cfg = TR.TrackingConfig(feedforward_ok_m=0.0, retry_above_m=1e-9)
@@ -535,6 +536,7 @@ def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_k
     assert (first["samples"], second["samples"]) == (32, 64)
     assert (first["knot_s"], second["knot_s"]) == (TR.KNOT_S, TR.FLIGHT_KNOT_S)
     assert (first["control_hz"], second["control_hz"]) == (50.0, TR.FLIGHT_CONTROL_HZ)
+    assert second["horizon_s"] == pytest.approx(max(first["horizon_s"], TR.FLIGHT_HORIZON_S))
     kept = min((first, second), key=lambda a: (a["fell"], a["link_pos_err_m"]))
     assert metrics["link_pos_err_m"] == pytest.approx(kept["link_pos_err_m"])
     assert metrics["samples"] == (64 if kept is second else 32) and metrics["retry_above_m"] == 1e-9
@@ -542,8 +544,9 @@ def test_a_loose_result_is_planned_again_with_twice_the_samples_and_the_better_k
     frames = int(round(motion.duration * kept["control_hz"])) + 1
     assert tracked.dt == pytest.approx(1.0 / kept["control_hz"])
     assert tracked.pd_targets.shape == tracked.naive.pd_targets.shape == (frames, a1.num_dofs)
-    _, pinned = TR.track_motion(a1, motion, dataclasses.replace(cfg, control_hz=50.0), progress=False)
+    _, pinned = TR.track_motion(a1, motion, dataclasses.replace(cfg, control_hz=50.0, horizon_s=0.4), progress=False)
     assert [a["control_hz"] for a in pinned["attempts"]] == [50.0, 50.0]  # an asked rate is kept
+    assert [a["horizon_s"] for a in pinned["attempts"]] == [0.4, 0.4]  # and an asked horizon
 
     _, given = TR.track_motion(a1, motion, TR.TrackingConfig(samples=4, feedforward_ok_m=0.0, retry_above_m=1e-9),
                                progress=False)
