@@ -667,7 +667,7 @@ def speed_text(fig: dict[str, Any]) -> str:
 def summary_line(figs: list[dict[str, Any]]) -> str:
     ran = [f for f in figs if f["status"] != "not run"]
     passed = sum(1 for f in ran if f["passed"])
-    share = f"{100 * passed / len(ran):.0f} %" if ran else "-"
+    share = f"{100 * passed / len(ran):.1f} %" if ran else "-"  # one decimal: 89.6 % is not the 90 % bar
     line = f"**{passed} / {len(ran)} cells passed ({share})**"
     if len(ran) < len(figs):
         line += f"; {len(figs) - len(ran)} of {len(figs)} cells not run yet"

@@ -84,7 +84,7 @@ def test_the_cells_run_and_their_figures_come_from_their_manifests(zoo):
 def test_the_report_holds_the_matrix_and_the_docs_page_and_heatmap_are_written(zoo):
     out = zoo["out"]
     passed = sum(c["passed"] for c in zoo["json"]["cells"])
-    assert f"**{passed} / 2 cells passed ({100 * passed / 2:.0f} %)**" in out
+    assert f"**{passed} / 2 cells passed ({100 * passed / 2:.1f} %)**" in out
     assert "## Quadrupeds\n\n| robot | walk |" in out and "## Bipeds\n\n| robot | walk |" in out
     for fig in zoo["json"]["cells"]:
         mark = ("✓" if fig["passed"] else "✗") + f" {1000 * fig['link_err_m']:.0f}"
