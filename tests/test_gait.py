@@ -337,8 +337,8 @@ def test_akd_gait_command(tmp_path, a1_urdf, capsys):
 def test_every_pattern_at_three_speeds(name):
     """Every gait at the slowest, middle and quickest speed of its range makes a clean clip, or is refused with a
     MotionError that says the robot cannot do it within its joint limits and names the joint (the built-in
-    quadruped's slowest bound and quickest gallop, past its ankle and knee velocity limits, and its middle pace,
-    whose knees need 1.0004 x theirs and get faster when it slows down); at most one speed of a gait is refused."""
+    quadruped's slowest bound and quickest gallop, past its ankle and knee velocity limits at any speed); at most one
+    speed of a gait is refused."""
     robot = _robot(name)
     legs = find_legs(robot)
     length = leg_length(robot, legs)

@@ -724,7 +724,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     best = None  # gaits with flight phases: the velocity-limited attempt with the lowest joint speed ratio
     slowest: tuple[float, float, str] | None = None  # ... its (ratio, speed, joint), whatever the URDF limit
     worsened = False  # slowing such a gait down made its joints faster: the attempts stop
-    leapt = False  # ... after one leap down to STALL_SPEED_FRACTION of its best attempt's speed
+    leapt = leap = False  # ... after one leap down to STALL_SPEED_FRACTION of its best attempt's speed
     fit: dict[str, Any] = {}  # on a terrain: the body's pitch share and lowering that let the legs reach (_build)
     for attempt in range(MAX_ATTEMPTS):
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
@@ -827,7 +827,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                         # its joint speeds do not fall steadily with its speed (its cadence, reach and landings
                         # change with it): one leap down before it is refused. The built-in quadruped's bound: 1.46 x
                         # its knees' limit at 1.63 m/s, 2.17 x at 1.38, 0.79 x at 0.98 (refused before the leap)
-                        leapt, worsened = True, False
+                        leapt, leap, worsened = True, True, False
                     elif slowest[0] > 1.0:
                         raise MotionError(
                             f"{message}; slowing a {resolved.pattern} down makes its joints faster ("
@@ -840,8 +840,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 if slowest is None or ratio < slowest[0]:
                     slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
-            if leapt and slowest is not None and slowest[1] * STALL_SPEED_FRACTION < resolved.speed * scale:
-                scale = slowest[1] * STALL_SPEED_FRACTION / resolved.speed  # the leap, once
+            if leap:  # the leap, once
+                scale, leap = min(scale, slowest[1] * STALL_SPEED_FRACTION / resolved.speed), False
             frequency = _slower_cadence(resolved, stance, scale)
             if raised_from is not None:  # the quicker steps were too quick: back to that cadence, a bit slower
                 scale, frequency, raised_from, cadence_done = 0.85, raised_from, None, True
