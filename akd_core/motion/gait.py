@@ -825,8 +825,9 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     worsened = True
                     if slowest[0] > 1.0 and not leapt and attempt < MAX_ATTEMPTS - 2:
                         # its joint speeds do not fall steadily with its speed (its cadence, reach and landings
-                        # change with it): one leap down before it is refused. The built-in quadruped's bound: 1.46 x
-                        # its knees' limit at 1.63 m/s, 2.17 x at 1.38, 0.79 x at 0.98 (refused before the leap)
+                        # change with it): one leap down before it is refused. The built-in quadruped's bound (3 s,
+                        # 1.0 x): its knees at 1.46 x their limit at 1.63 m/s, 2.17 x at 1.38 (refused there before
+                        # the leap), within it at 0.61 m/s
                         leapt, leap, worsened = True, True, False
                     elif slowest[0] > 1.0:
                         raise MotionError(

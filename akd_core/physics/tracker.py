@@ -867,19 +867,23 @@ def retry_checkpoint(checkpoint: Path) -> Path:
     return checkpoint.with_name(f"{checkpoint.stem}-x{RETRY_SAMPLES_FACTOR}{checkpoint.suffix}")
 
 
+def _attempt(setup: Setup, metrics: dict[str, Any], selected: str, seconds: float) -> dict[str, Any]:
+    """One attempt's entry in the manifest's ``attempts``: its settings and result."""
+    fps = setup.reference.fps
+    return {"samples": setup.sampling.samples, "knot_s": setup.knot / fps, "horizon_s": setup.horizon / fps,
+            "control_hz": fps, "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"],
+            "selected_targets": selected, "seconds": seconds}
+
+
 def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit: float, tracked: TrackedMotion,
                     metrics: dict[str, Any], selected: str, info: dict[str, Any],
                     segments: list[dict[str, Any]] | None = None,
                     rebuild: Callable[[TrackingConfig], Setup] | None = None):
     """Re-plan the clip with RETRY_SAMPLES_FACTOR x the samples; robots with three or more feet on FLIGHT_KNOT_S
     knots, at least FLIGHT_HORIZON_S ahead unless a horizon was asked for, controlled at FLIGHT_CONTROL_HZ unless a
-    rate was asked for (``rebuild``: the setup of the same clip under
-    another configuration). Its own checkpoint, so an interrupted second attempt resumes without redoing the first;
-    keep whichever of the two tracks better."""
-    first = {"samples": setup.sampling.samples, "knot_s": setup.knot / setup.reference.fps,
-             "horizon_s": setup.horizon / setup.reference.fps, "control_hz": setup.reference.fps,
-             "link_pos_err_m": metrics["link_pos_err_m"], "fell": metrics["fell"], "selected_targets": selected,
-             "seconds": info["seconds"]}
+    rate was asked for (``rebuild``: the setup of the same clip under another configuration). Its own checkpoint, so
+    an interrupted second attempt resumes without redoing the first; keep whichever of the two tracks better."""
+    first = _attempt(setup, metrics, selected, info["seconds"])
     # robots with three or more feet re-plan on knots as fine as a flight gait's (FLIGHT_KNOT_S): a fixed grid of
     # 0.1 s is what their first attempts missed by (go1's flightless bound 0.049 -> 0.021 m, erd_quadruped's pace 0.030
     # -> 0.020), and at a flight gait's control rate (the zoo's go1 bound 0.021 -> 0.015 m, anymal_b's gallop slowed
@@ -902,10 +906,7 @@ def _second_attempt(setup: Setup, checkpoint: Path | None, progress: bool, limit
     again = None if checkpoint is None else retry_checkpoint(checkpoint)
     pd_targets, record, info2 = track_mpc(more, again, progress)
     tracked2, metrics2 = record_metrics(more, record, pd_targets)
-    second = {"samples": more.sampling.samples, "knot_s": more.knot / more.reference.fps,
-              "horizon_s": more.horizon / more.reference.fps, "control_hz": more.reference.fps,
-              "link_pos_err_m": metrics2["link_pos_err_m"], "fell": metrics2["fell"], "selected_targets": "optimised",
-              "seconds": info2["seconds"]}
+    second = _attempt(more, metrics2, "optimised", info2["seconds"])
     both = {"attempts": [first, second], "rollouts": info["rollouts"] + info2["rollouts"],
             "seconds": info["seconds"] + info2["seconds"]}
     # upright first, then the segments that miss their limits, then the link error
