@@ -4,6 +4,8 @@ variant) and a robot whose joints are all fixed (iris)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -383,13 +385,39 @@ def _assert_refused(urdf: str, prompt: str, duration: float, match: str, max_vel
         generate_gait_result(robot, spec, duration, 50, legs, max_velocity_ratio=ratio)
 
 
-def test_a_flight_gait_whose_joints_stop_getting_slower_with_its_speed_is_refused_naming_the_joint():
+def test_a_flight_gait_whose_joints_stop_getting_slower_with_its_speed_changes_its_style_naming_the_joint():
     """anymal_c's knees (7.5 rad/s) cannot swing its bound's legs at the slowest bound cadence: halving its speed
-    from 0.26 to 0.13 m/s took the knee from 1.38 to 1.27 x its URDF limit. The generator says so there, naming the
-    joint, instead of slowing on to 0.02 m/s and advising a slower gait."""
-    _assert_refused("anymal_c_simple_description/urdf/anymal.urdf", "bound forward", 2.0,
-                    r"no longer makes its joints slower .*'[LR][FH]_KFE'.* cannot bound within its joint limits",
-                    max_velocity_ratio=1.0)
+    from 0.26 to 0.13 m/s took the knee from 1.38 to 1.27 x its URDF limit, and the bound used to be refused there.
+    Before refusing, the generator fits the bound's style to the joints as a biped walk's is: quicker steps with
+    longer stances. It stays a bound (front and hind pairs half a cycle apart), within the tracking margin, and its
+    notes name the knee that made it change and the style it took."""
+    from akd_core.motion.gait import (
+        STYLE_CADENCE_GAINS,
+        STYLE_DUTIES,
+        TRACKING_VELOCITY_RATIO,
+        generate_gait_result,
+        phase_offsets,
+    )
+    from akd_core.motion.prompt import spec_from_prompt
+
+    robot = load_urdf(example_robot_data_dir() / "anymal_c_simple_description/urdf/anymal.urdf")
+    legs = find_legs(robot)
+    spec = spec_from_prompt("bound forward", robot, legs)[0]
+    result = generate_gait_result(robot, spec, 4.0, 50, legs, max_velocity_ratio=TRACKING_VELOCITY_RATIO)
+    got = result.spec
+    assert got.pattern == "bound" and got.phase_offsets == phase_offsets("bound", legs)
+    assert 0 < got.speed < 0.3 < spec.speed
+    assert result.joint_velocity_ratio <= TRACKING_VELOCITY_RATIO and result.ik_error_m <= 5e-3
+    assert max(STYLE_DUTIES) >= got.duty_factor >= min(STYLE_DUTIES)
+    assert result.limit is not None and result.limit.kind == "velocity" and result.limit.joint.endswith("_KFE")
+    note = next(n for n in got.notes if "that style instead" in n)
+    style = re.search(r"and ([0-9.]+) Hz '[LR][FH]_KFE' needs ([0-9.]+) x .*; at ([0-9.]+) Hz with ([0-9]+) % stances "
+                      r".* needs ([0-9.]+) x", note)
+    assert style, note
+    assert float(style[2]) > 1.0 and float(style[5]) == pytest.approx(result.joint_velocity_ratio, abs=0.01)
+    assert float(style[3]) == pytest.approx(got.frequency, abs=0.01)
+    assert float(style[1]) * min(STYLE_CADENCE_GAINS) - 0.01 <= got.frequency <= float(style[1]) * \
+        max(STYLE_CADENCE_GAINS) + 0.01
 
 
 @pytest.mark.slow  # about 80 s: eight attempts at a 4 s gallop, each carried

