@@ -1205,8 +1205,9 @@ def _restyled(robot: Robot, current: GaitSpec, resolved: GaitSpec, stance: Stanc
                 ratios = np.where(finite, vel / np.where(finite, limit, 1.0), 0.0)
                 effort = float(effort_ratios(robot, joint_torques(robot, motion), percentile=100.0).max(initial=0.0))
                 # the share of its limits the style needs: its joint speeds within the margin first, then its torques
+                # (a refusal names the slowest joints found)
                 share = (float(ratios.max()) / max_ratio, effort / EFFORT_RATIO)
-                score = (share[0] > 1.0, max(share))
+                score = (share[0] > 1.0, max(share) if share[0] <= 1.0 else share[0])
                 if best is None or score < best[0]:
                     best = (score, candidate, int(ratios.argmax()), float(ratios.max()), effort)
     tried = (f"{max(STYLE_CADENCE_GAINS):.1f} x its cadence, {100 * max(STYLE_DUTIES):.0f} % stances and steps "
