@@ -738,8 +738,8 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
     worsened = False  # slowing such a gait down made its joints faster: the attempts stop
     leapt = leap = False  # ... after one leap down to STALL_SPEED_FRACTION of its best attempt's speed
     fit: dict[str, Any] = {}  # on a terrain: the body's pitch share and lowering that let the legs reach (_build)
-    styled: bool | None = None  # a gait with flight phases refused at its own style: None (not tried), True (its
-    # style was fitted to its joints: _flight_style), False (no style fits)
+    styled = False  # whether a gait with flight phases that slowing down could not fit had its style fitted to its
+    # joints instead (_restyled; once)
     attempts, attempt = MAX_ATTEMPTS, -1
     restyle = slow_down and flat and spec.frequency is None and spec.duty_factor is None and spec.step_height is None
     while attempt < attempts - 1:
@@ -835,7 +835,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                         f"{slowest[1]:.2f} m/s it needed '{slowest[2]}' at {slowest[0]:.2f} x its URDF velocity "
                         f"limit): this robot cannot {resolved.pattern} within its joint limits")
                     current = _restyled(robot, current, resolved, stance, duration, fps, prompt,
-                                        max_velocity_ratio, refusal, _instead(stance), styled is None and restyle,
+                                        max_velocity_ratio, refusal, _instead(stance), not styled and restyle,
                                         robot.joint_names[worst], ratio)
                     styled, attempts = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS)
                     notes.append(current.notes[-1])
@@ -861,7 +861,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                             f"{resolved.pattern} within its joint limits")
                         current = _restyled(robot, current, resolved, stance, duration, fps, prompt,
                                             max_velocity_ratio, refusal, _instead(stance, 'a bound', resolved.pattern),
-                                            styled is None and restyle, robot.joint_names[worst], ratio)
+                                            not styled and restyle, robot.joint_names[worst], ratio)
                         styled, attempts, worsened = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS), False
                         notes.append(current.notes[-1])
                         continue
@@ -939,7 +939,7 @@ def generate_gait_result(robot: Robot, spec: GaitSpec, duration: float = 4.0, fp
                     f"limit ({limit[worst]:.1f}), slowed from {spec.speed:.2f} m/s: this robot cannot "
                     f"{resolved.pattern} within its joint limits")
                 current = _restyled(robot, current, resolved, stance, duration, fps, prompt, max_velocity_ratio,
-                                    refusal, _instead(stance, 'a bound', resolved.pattern), styled is None and restyle,
+                                    refusal, _instead(stance, 'a bound', resolved.pattern), not styled and restyle,
                                     robot.joint_names[worst], ratio)
                 styled, attempts = True, max(attempts, attempt + 1 + STYLE_ATTEMPTS)
                 notes.append(current.notes[-1])
@@ -1186,7 +1186,7 @@ def _restyled(robot: Robot, current: GaitSpec, resolved: GaitSpec, stance: Stanc
     limit = np.asarray(robot.velocity_limit, dtype=np.float64)
     finite = np.isfinite(limit) & (limit > 0)
     accept = IK_ACCEPT
-    best: tuple[float, GaitSpec, int] | None = None
+    best: tuple[tuple[bool, float], GaitSpec, int, float, float] | None = None  # score, spec, worst joint, ratios
     # from the gait's own style at this speed: the attempts may have raised its cadence and lowered its steps already
     # (anymal_c's gallop, its feet out of reach: 3.33 Hz, 1.3 cm steps at 1.15 m/s, where its own are 1.26 Hz, 7.6 cm)
     own = resolve_spec(dataclasses.replace(current, speed=resolved.speed, turn_rate=resolved.turn_rate,
