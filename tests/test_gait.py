@@ -336,9 +336,8 @@ def test_akd_gait_command(tmp_path, a1_urdf, capsys):
 @pytest.mark.parametrize("name", ["a1", "solo12", "quadruped", "hexapod", "ostrich", "humanoid"])
 def test_every_pattern_at_three_speeds(name):
     """Every gait at the slowest, middle and quickest speed of its range makes a clean clip, or is refused with a
-    MotionError that says the robot cannot do it within its joint limits and names the joint (the built-in
-    quadruped's slowest bound and quickest gallop, past its ankle and knee velocity limits at any speed); at most one
-    speed of a gait is refused."""
+    MotionError that says the robot cannot do it within its joint limits and names the joint (where neither a slower
+    gait nor another style fits the velocity limits); at most one speed of a gait is refused."""
     robot = _robot(name)
     legs = find_legs(robot)
     length = leg_length(robot, legs)
