@@ -17,6 +17,10 @@ COMPILE     := $(PY) -m compileall -q -q -j 0 $(VENV)/lib || true
 STAMP  := $(VENV)/.akd-installed
 TORCH  ?= torch==2.13.0
 DEMO_OUT ?= runs/demo
+# the suite on every logical CPU (pytest-xdist, at most 8 workers: the ROS tests' domain blocks), a test file per worker at
+# a time (its module fixtures built once); tests/conftest.py gives each worker its share of the threads.
+# PYTEST_WORKERS= runs it in one process
+PYTEST_WORKERS ?= -n logical --maxprocesses 8 --dist loadfile
 
 .PHONY: demo test docs venv bench lint clean
 
@@ -38,7 +42,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/docs-check
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest $(PYTEST_WORKERS)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

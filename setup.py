@@ -87,8 +87,9 @@ setup(
         "ray": ["ray>=2.40"],
         # akd export-policy, akd ros policy; akd train-policy --method ppo (rsl-rl-lib)
         "policy": ["onnx>=1.16", "onnxruntime>=1.18", "rsl-rl-lib>=5.5,<6"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "example-robot-data>=4.1", "import-linter>=2.1",
-                 "mkdocs>=1.6", "mkdocs-material>=9.5"],  # `make test` builds the docs site strictly
+        # `make test` runs the suite on every core (pytest-xdist) and builds the docs site strictly
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "ruff>=0.6", "example-robot-data>=4.1",
+                 "import-linter>=2.1", "mkdocs>=1.6", "mkdocs-material>=9.5"],
     },
     entry_points={
         "console_scripts": [

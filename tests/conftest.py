@@ -85,11 +85,17 @@ def mjcf_robot_xml(name: str) -> Path:
         with zipfile.ZipFile(wheels[-1]) as archive:
             archive.extractall(staging)
         (staging / ".unpacked").write_text(wheels[-1].name)
-        if folder.exists():  # a half-unpacked folder from a killed run
-            import shutil
+        import shutil
 
-            shutil.rmtree(folder)
-        staging.rename(folder)
+        if (folder / ".unpacked").is_file():  # another pytest-xdist worker unpacked it meanwhile
+            shutil.rmtree(staging)
+        else:
+            if folder.exists():  # a half-unpacked folder from a killed run
+                shutil.rmtree(folder)
+            try:
+                staging.rename(folder)
+            except OSError:  # lost the race to another worker: theirs is complete (rename is atomic)
+                shutil.rmtree(staging)
     return folder / inside
 
 
@@ -121,6 +127,23 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("AKD_CACHE", str(cache))
     monkeypatch.setenv("ROS_LOG_DIR", str(tmp_path_factory.getbasetemp() / "ros-logs"))
     yield
+
+
+def _share_the_cores_between_workers() -> None:
+    """Under pytest-xdist (``make test`` runs one worker per core), each worker and the processes it starts use
+    their share of the CPUs: OMP_NUM_THREADS caps torch's pool and AKD's MuJoCo rollout threads
+    (akd_core.io.threads); two workers each spinning two threads on two cores made both slower than one alone."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 0 and "OMP_NUM_THREADS" not in os.environ:
+        share = str(max(1, len(os.sched_getaffinity(0)) // workers))
+        os.environ.update(OMP_NUM_THREADS=share, MKL_NUM_THREADS=share)
+        import sys
+
+        if "torch" in sys.modules:  # imported before this file (a plugin): it read no OMP_NUM_THREADS
+            sys.modules["torch"].set_num_threads(int(share))
+
+
+_share_the_cores_between_workers()
 
 
 def pytest_configure(config):

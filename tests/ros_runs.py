@@ -19,7 +19,21 @@ from .conftest import example_robot_urdf
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parents[1]
-_DOMAINS = itertools.count(int(os.environ.get("AKD_TEST_DOMAIN_BASE", 40 + os.getpid() % 100)))
+
+
+def _domain_base() -> int:
+    """First ROS_DOMAIN_ID of this test process: $AKD_TEST_DOMAIN_BASE, else a block of 24 per pytest-xdist worker
+    (gw0: 10-33, gw1: 34-57, ...: the whole suite takes fewer ids than that, so blocks never overlap; `make test`
+    runs at most 8 workers: 10-201, inside Fast DDS's 0-232), else one derived from the pid."""
+    if "AKD_TEST_DOMAIN_BASE" in os.environ:
+        return int(os.environ["AKD_TEST_DOMAIN_BASE"])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        return 10 + 24 * (int(worker[2:]) % 9)
+    return 40 + os.getpid() % 100
+
+
+_DOMAINS = itertools.count(_domain_base())
 
 
 def make_run(path: Path, dt: float = 0.01, steps: int = 100, seed: int = 0, tracked: bool = True,

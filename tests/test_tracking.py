@@ -57,7 +57,8 @@ def test_mujoco_engine_link_positions_match_our_fk(a1, setup):
 
 
 def test_batched_rollout_equals_the_executing_loop(setup):
-    """mujoco.rollout (threads) and Engine.advance (one MjData, warm start carried) compute the same physics."""
+    """mujoco.rollout (threads, or one where OMP_NUM_THREADS=1) and Engine.advance (one MjData, warm start carried)
+    compute the same physics."""
     engine, ff = setup.engine, setup.feedforward
     targets = np.stack([ff[:11], ff[:11] + 0.05])
     batch = engine.rollout(engine.start(setup.start), targets)
@@ -65,6 +66,28 @@ def test_batched_rollout_equals_the_executing_loop(setup):
     np.testing.assert_array_equal(batch.states.joint_pos[1], step.states.joint_pos[0])
     np.testing.assert_array_equal(batch.foot_force[1], step.foot_force[0])
     assert not np.allclose(batch.states.joint_pos[0], batch.states.joint_pos[1])
+
+
+def test_rollout_threads_follow_omp_num_threads_and_compute_what_one_thread_does(a1, monkeypatch):
+    """OMP_NUM_THREADS caps the engine's rollout threads (how `make test` shares 2 cores between 2 workers); a
+    count asked for wins; MuJoCo's thread pool computes the same batch as one thread does."""
+    from akd_core.io.threads import cpu_threads
+
+    motion = trot_in_place(a1, duration=0.6)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    two = TR.build(a1, motion, TR.TrackingConfig())
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = TR.build(a1, motion, TR.TrackingConfig())
+    assert (two.engine.threads, one.engine.threads, cpu_threads(3)) == (2, 1, 3)
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")  # not a count: every CPU this process may use
+    assert cpu_threads() == len(__import__("os").sched_getaffinity(0))
+    ff = one.feedforward
+    targets = np.stack([ff[:11] + offset for offset in (0.0, 0.03, -0.03, 0.05)])
+    a = two.engine.rollout(two.engine.start(two.start), targets)
+    b = one.engine.rollout(one.engine.start(one.start), targets)
+    np.testing.assert_array_equal(a.states.joint_pos, b.states.joint_pos)
+    np.testing.assert_array_equal(a.foot_force, b.foot_force)
+    assert not np.allclose(a.states.joint_pos[0], a.states.joint_pos[3])
 
 
 def test_substep_targets_are_linear_between_control_frames():

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from akd_core.io.threads import cpu_threads
 from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics, delayed_ramp
 from akd_core.learn.evaluate import start_state
 from akd_core.learn.observation import body_angular_velocity, measured_terms, noise_scales, reference_features
@@ -60,7 +60,7 @@ class RLEnvConfig:
     num_envs: int = 64
     episode_s: float = 10.0
     randomisation: Randomisation | None = None
-    threads: int = 0  # MuJoCo rollout threads (0: all cores)
+    threads: int = 0  # MuJoCo rollout threads (0: akd_core.io.threads.cpu_threads)
     seed: int = 0
 
 
@@ -86,7 +86,7 @@ class TrackingVecEnv:
         self.mass0 = float(base.body_mass[self.base_body])
         self.inertia0 = base.body_inertia[self.base_body].copy()
         self.models = [copy.deepcopy(base) for _ in range(self.n)]
-        threads = max(1, cfg.threads or os.cpu_count() or 1)
+        threads = cpu_threads(cfg.threads)
         self.datas = [self.mujoco.MjData(base) for _ in range(threads)]
         self.pool = mj_rollout.Rollout(nthread=threads) if threads > 1 else None
         self.rollout_fn = mj_rollout.rollout

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from akd_core.io.threads import cpu_threads
 from akd_core.learn.command import CommandBox, heading_velocity
 from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics, delayed_ramp
 from akd_core.learn.evaluate import start_state
@@ -139,7 +139,7 @@ class VelocityVecEnv:
         self.mass0 = float(base.body_mass[self.base_body])
         self.inertia0 = base.body_inertia[self.base_body].copy()
         self.models = [copy.deepcopy(base) for _ in range(self.n)]
-        threads = max(1, cfg.threads or os.cpu_count() or 1)
+        threads = cpu_threads(cfg.threads)
         self.datas = [self.mujoco.MjData(base) for _ in range(threads)]
         self.pool = mj_rollout.Rollout(nthread=threads) if threads > 1 else None
         self.rollout_fn = mj_rollout.rollout

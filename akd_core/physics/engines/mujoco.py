@@ -15,12 +15,12 @@ converted at this boundary only; the free joint's angular velocity is in the bod
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from akd_core.io.errors import DependencyError, MotionError
+from akd_core.io.threads import cpu_threads
 from akd_core.model.mjcf import GROUND, tracking_spec
 from akd_core.model.robot import Robot
 from akd_core.model.spatial import quat_to_matrix
@@ -374,7 +374,8 @@ class MujocoState:
 
 
 class MujocoEngine:
-    """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to the CPU count.
+    """Batched MuJoCo rollouts (see the module docstring). ``threads`` defaults to
+    :func:`~akd_core.io.threads.cpu_threads`.
 
     ``contact_timeconst_s`` makes a *planning model*: a coarser step (e.g. 2x) with the contact and joint-limit
     stiffness of the model it plans for, instead of the softer contacts MuJoCo's two-step floor would give it. Its
@@ -402,7 +403,7 @@ class MujocoEngine:
         self.integrator = mujoco.mjtIntegrator(self.model.opt.integrator).name.removeprefix("mjINT_").lower()
         self.model_source = ("robot.xml (own dynamics, AKD PD actuators)" if robot.mjcf_path is not None
                              else "robot.urdf (AKD's MJCF of it)")
-        self.threads = max(1, threads or os.cpu_count() or 1)
+        self.threads = cpu_threads(threads)
         self._datas = [mujoco.MjData(self.model) for _ in range(self.threads)]
         self._pool = mj_rollout.Rollout(nthread=self.threads) if self.threads > 1 else None
         self._rollout_fn = mj_rollout.rollout
