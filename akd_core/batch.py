@@ -62,6 +62,7 @@ class Sweep:
     export: list[str] = field(default_factory=lambda: ["hdf5", "lerobot"])
     iterations: int | None = None
     fast: bool = False  # `akd track --fast` (the MPC preset of tracker.FAST_PRESET)
+    yaw_rate_weight: float | None = None  # `akd track --yaw-rate-weight`
     device: str | None = None
     prior: str = "cogvideox"
     video_model: str | None = None
@@ -189,7 +190,8 @@ def run_job(job: Job) -> dict[str, Any]:
     cfg = PipelineConfig(robot=job.robot, prompt=job.prompt, out=Path(job.run_dir), source=s["source"],
                          duration=s["duration"], fps=s["fps"], seed=job.seed, feet=s.get("feet"),
                          package_paths=list(s.get("package_paths", [])), track_iterations=s.get("iterations"),
-                         track_fast=bool(s.get("fast", False)), device=s.get("device"), exports=(),
+                         track_fast=bool(s.get("fast", False)), track_yaw_rate_weight=s.get("yaw_rate_weight"),
+                         device=s.get("device"), exports=(),
                          prior=s.get("prior", "cogvideox"), video_model=s.get("video_model"),
                          commands=job.commands, keep_failed=job.keep_failed,
                          # one control rate for every clip of the sweep's datasets (a dataset has one fps), the

@@ -79,6 +79,9 @@ STOP_STEADY_S = 1.0  # s of standing after a stop's ramp and the stride that bri
 DEFAULT_STRIDE_S = 1.0  # s, the stride a gait blend lasts when the robot's is not known
 SMOOTH_S = 0.2  # s, the window the tracked velocities are averaged over before binning
 MIN_CELL_S = 1.0  # s: a cell holding this much tracked motion is covered
+# the tracking cost's yaw-rate term for library clips (akd_core.physics.cost): a policy learns the library's way of
+# turning, and without it a1's tracked trots swing their heading 0.22 rad/s RMS about the reference's rate
+LIBRARY_YAW_RATE_WEIGHT = 0.3
 PROBE_S = 2.0  # s, the steady clip the gait library's top speed is found on
 PROMPT = "follow the velocity command"  # the prompt (LeRobot task) of every clip
 DEFAULT_EXPORTS = ("hdf5", "lerobot", "amp-rsl-rl", "mjlab")
@@ -758,6 +761,7 @@ class LibraryConfig:
     feet: list[str] | None = None
     iterations: int | None = None
     fast: bool = False
+    yaw_rate_weight: float = LIBRARY_YAW_RATE_WEIGHT  # the tracking cost's yaw-rate term for every clip
     device: str | None = None
     exports: tuple[str, ...] = DEFAULT_EXPORTS
     quality: QualityGates = field(default_factory=QualityGates)
@@ -851,7 +855,8 @@ def library_jobs(cfg: LibraryConfig, plan: LibraryPlan, paths: dict[str, Path]) 
     sweep = Sweep(out=out, robots=[cfg.robot], prompts=[PROMPT], seeds=[cfg.seed],
                   package_paths=list(cfg.package_paths), source="gait", duration=float(cfg.seconds),
                   fps=float(cfg.fps), export=list(cfg.exports),
-                  iterations=cfg.iterations, fast=cfg.fast, device=cfg.device, feet=cfg.feet, quality=cfg.quality)
+                  iterations=cfg.iterations, fast=cfg.fast, device=cfg.device, feet=cfg.feet, quality=cfg.quality,
+                  yaw_rate_weight=cfg.yaw_rate_weight)
     common = {k: v for k, v in asdict(sweep).items() if k not in ("robots", "prompts", "seeds", "out", "quality")}
     jobs = [Job(name=clip.name, run_dir=str(out / "runs" / clip.name), robot=cfg.robot, prompt=PROMPT,
                 seed=cfg.seed + n, sweep=common, commands=str(paths[clip.name].resolve()), keep_failed=True)

@@ -45,6 +45,7 @@ class PipelineConfig:
     package_paths: list[str] = field(default_factory=list)
     track_iterations: int | None = None
     track_fast: bool = False  # `akd track --fast` (tracker.FAST_PRESET)
+    track_yaw_rate_weight: float | None = None  # `akd track --yaw-rate-weight`
     track_integrator: str | None = None  # `akd track --integrator` (None: by the robot's feet, TrackingConfig)
     # `akd track --control-hz` (None: the reference's fps; FLIGHT_CONTROL_HZ for a clip with flight phases)
     track_control_hz: float | None = None
@@ -85,7 +86,7 @@ def _track_stage(cfg: PipelineConfig, run: RunDir) -> dict:
 
     return stage_track(run, iterations=cfg.track_iterations, device=cfg.device, seed=cfg.seed, fast=cfg.track_fast,
                        integrator=cfg.track_integrator, control_hz=cfg.track_control_hz,
-                       link_err_limit_m=cfg.link_err_limit_m)
+                       link_err_limit_m=cfg.link_err_limit_m, yaw_rate_weight=cfg.track_yaw_rate_weight)
 
 
 def _crosscheck_stage(cfg: PipelineConfig, run: RunDir) -> dict:

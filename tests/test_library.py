@@ -16,6 +16,7 @@ from akd_core.export.common import commanded_velocity
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.library import (
     HOLD_S,
+    LIBRARY_YAW_RATE_WEIGHT,
     START_S,
     STEADY_S,
     CommandBox,
@@ -231,6 +232,8 @@ def test_a_tiny_library_runs_curates_exports_the_command_and_resumes(tmp_path, c
     assert (run / "tracked.npz").is_file() and (out / "commands" / "clip_000.csv").is_file()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["pipeline"]["status"] == "done"
+    # library clips are tracked with the cost's yaw-rate term (a policy learns their way of turning)
+    assert manifest["stages"]["track"]["config"]["yaw_rate_weight"] == LIBRARY_YAW_RATE_WEIGHT > 0
     with h5py.File(out / "dataset" / "dataset.hdf5", "r") as f:
         demo = f["data/demo_0"]
         command = demo["obs/command"][()]

@@ -128,6 +128,38 @@ def test_the_drift_term_asks_for_the_velocity_that_closes_the_root_gap():
     np.testing.assert_allclose(drift, [0.0, 0.5], atol=1e-12)
 
 
+def test_the_yaw_rate_term_measures_the_swing_about_the_reference_turn_and_is_off_unless_asked(a1):
+    """The reference turns at 0.5 rad/s. A rollout turning evenly with it scores 0; one swinging +-0.3 rad/s about it
+    (a trot's in-stride yaw) scores 0.3. At the default weights the term adds nothing to the cost; asked for
+    (`TrackingConfig.yaw_rate_weight`, as `akd library` does), it adds weight x 0.3, and a negative weight is refused."""
+    from akd_core.physics.cost import CostWeights, Reference, TrackingCost
+    from akd_core.physics.engines.base import RolloutBatch
+
+    h, frames = 4, 6
+    t = np.arange(frames) * 0.02
+    ref_pos = np.stack([0.5 * t, np.zeros(frames), np.full(frames, 0.3)], -1)
+    ref = Reference(link_pos=ref_pos[:, None], root_pos=ref_pos, root_quat=np.tile([0.0, 0, 0, 1], (frames, 1)),
+                    root_lin_vel=np.tile([0.5, 0, 0], (frames, 1)), joint_pos=np.zeros((frames, 1)),
+                    root_ang_vel=np.tile([0.0, 0.0, 0.5], (frames, 1)))
+    yaw_rate = np.stack([np.full(h + 1, 0.5), 0.5 + 0.3 * (-1.0) ** np.arange(h + 1)])  # (2, H+1)
+    ang_vel = np.concatenate([np.zeros((2, h + 1, 2)), yaw_rate[..., None]], -1)
+    pos = np.stack([ref_pos[:h + 1]] * 2)
+    states = BodyState(root_pos=pos, root_quat=np.tile([0.0, 0, 0, 1], (2, h + 1, 1)),
+                       joint_pos=np.zeros((2, h + 1, 1)), root_lin_vel=np.tile([0.5, 0, 0], (2, h + 1, 1)),
+                       root_ang_vel=ang_vel, joint_vel=np.zeros((2, h + 1, 1)))
+    batch = RolloutBatch(states=states, link_pos=pos[:, :h, None], foot_vel=np.zeros((2, h, 1, 3)),
+                         foot_force=np.zeros((2, h, 1)), foot_height=np.zeros((2, h, 1)), torques=np.zeros((2, h, 1)),
+                         torque_peak=np.zeros((2, h, 1)), diverged=np.zeros(2, bool))
+    default = TrackingCost(ref, TR.LEGGED_WEIGHTS, np.ones(1), 1.0)
+    np.testing.assert_allclose(default.terms(batch, 0)["yaw_rate"], [0.0, 0.3], atol=1e-12)
+    _, _, weights = TR.sized(TR.TrackingConfig(yaw_rate_weight=0.3), a1, trot_in_place(a1, duration=0.6), "cpu")
+    assert weights.yaw_rate == 0.3 and TR.LEGGED_WEIGHTS.yaw_rate == 0.0
+    asked = TrackingCost(ref, weights, np.ones(1), 1.0)
+    np.testing.assert_allclose(asked(batch, 0) - default(batch, 0), [0.0, 0.09], atol=1e-12)
+    with pytest.raises(ConfigError, match="--yaw-rate-weight"):
+        TR.sized(TR.TrackingConfig(yaw_rate_weight=-1.0), a1, trot_in_place(a1, duration=0.6), "cpu")
+
+
 def test_sampling_planner_descends_a_known_cost():
     """On a quadratic with its minimum at `goal`, annealed sampling moves the plan most of the way there."""
     goal = np.linspace(-0.3, 0.3, 8).reshape(4, 2)

@@ -7,9 +7,17 @@ import sys
 from pathlib import Path
 
 from akd_core.cli.gates import add_quality_arguments, gates_from_args
-from akd_core.cli.options import add_fast_argument, add_robot_options, split_names
+from akd_core.cli.options import add_fast_argument, add_robot_options, add_yaw_rate_weight_argument, split_names
 from akd_core.export import parse_formats
-from akd_core.library import CELL, DEFAULT_EXPORTS, LibraryConfig, library_table, parse_range, run_library
+from akd_core.library import (
+    CELL,
+    DEFAULT_EXPORTS,
+    LIBRARY_YAW_RATE_WEIGHT,
+    LibraryConfig,
+    library_table,
+    parse_range,
+    run_library,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feet", default=None, help="comma-separated foot link names (default: detected)")
     parser.add_argument("--iterations", type=int, default=None, help="tracking optimisation iterations")
     add_fast_argument(parser)
+    add_yaw_rate_weight_argument(parser, LIBRARY_YAW_RATE_WEIGHT)
     parser.add_argument("--device", default=None, help="physics device: cpu or cuda (default: cuda if available)")
     parser.add_argument("--plan-only", action="store_true",
                         help="write the plan (DIR/plan.json, DIR/commands/*.csv) and stop: nothing is run")
@@ -60,6 +69,7 @@ def config_from_args(args: argparse.Namespace) -> LibraryConfig:
         gaits=split_names(args.gaits), cell=cell, backend=args.backend, address=args.address,
         max_parallel=args.max_parallel, seed=args.seed, fps=args.fps, package_paths=args.package_path,
         feet=split_names(args.feet), iterations=args.iterations, fast=args.fast, device=args.device,
+        yaw_rate_weight=args.yaw_rate_weight,
         exports=tuple(parse_formats(args.export)), quality=gates_from_args(args),
         include_rejected=args.include_rejected, plan_only=args.plan_only)
 

@@ -40,6 +40,13 @@ def add_fast_argument(parser: argparse.ArgumentParser) -> None:
                              "faster, about the same link error: docs/tracking.md 'Fast preset'; bipeds: no change)")
 
 
+def add_yaw_rate_weight_argument(parser: argparse.ArgumentParser, default: float | None = None) -> None:
+    parser.add_argument("--yaw-rate-weight", type=float, default=default, metavar="W",
+                        help="weight of the tracking cost's yaw-rate term, |root yaw rate - the reference's| in "
+                             f"rad/s (default {default if default is not None else 0:g}): a trot tracked without it "
+                             "swings its heading within each stride (docs/tracking.md)")
+
+
 def add_integrator_argument(parser: argparse.ArgumentParser) -> None:
     from akd_core.physics.engines.mujoco import MUJOCO_INTEGRATORS
 

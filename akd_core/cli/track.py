@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from akd_core.cli.options import add_fast_argument, add_integrator_argument, add_verdict_arguments, fail_unless_passed
+from akd_core.cli.options import (
+    add_fast_argument,
+    add_integrator_argument,
+    add_verdict_arguments,
+    add_yaw_rate_weight_argument,
+    fail_unless_passed,
+)
 from akd_core.io.rundir import TRACKED, RunDir
 from akd_core.physics.metrics import fall_warning
 from akd_core.physics.tracker import METHODS, stage_track
@@ -63,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--antithetic", action="store_true",
                         help="MPC perturbations in +/- pairs: a steadier plan for the same rollouts (docs/tracking.md)")
     add_fast_argument(parser)
+    add_yaw_rate_weight_argument(parser)
     add_verdict_arguments(parser)
     parser.add_argument("--no-resume", action="store_true", help="ignore RUN/track_ckpt.pt and start over")
 
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                           horizon_s=args.horizon, replan_s=args.replan, plan_dt=args.plan_dt, contact_mu=args.mu,
                           integrator=args.integrator,
                           retry_above_m=args.retry_above, antithetic=args.antithetic, fast=args.fast,
-                          warm_decay_s=args.warm_decay,
+                          warm_decay_s=args.warm_decay, yaw_rate_weight=args.yaw_rate_weight,
                           seed=args.seed,
                           sim_dt=args.sim_dt, control_hz=args.control_hz, kp=args.kp, kd=args.kd,
                           time_budget_s=args.time_budget, window_s=args.window if args.window > 0 else None,

@@ -8,6 +8,10 @@ Terms (all per rollout, averaged over the frames/substeps of the horizon):
   joint       mean |joint angle - reference angle| (rad): keeps the body's shape, not only its links' places
   height      |root height - reference root height| (m)
   velocity    |root velocity - reference root velocity| (m/s)
+  yaw_rate    |root yaw rate - reference yaw rate| (rad/s; weight 0 unless asked: ``TrackingConfig.yaw_rate_weight``,
+              on by default for ``akd library`` clips). The other terms hold the heading over the horizon but not
+              its rate within a stride: a trot tracked without it swings its heading 0.2 rad/s RMS about the
+              reference's steady turn (a1), and a velocity-command policy trained on such clips inherits the swing
   slip        horizontal speed of feet the engine reports in contact (force above ``contact_force_n``) (m/s), at the
               lowest of a foot's contact points when it has several (``foot_of``: a sole rolling on its toe)
   offset      mean |PD-target offset| over the knots (rad): a restoring pull toward the feedforward targets, so
@@ -39,6 +43,7 @@ class CostWeights:
     effort: float = 0.1
     effort_margin: float = 0.8  # fraction of the effort limit torque may use for free
     drift_time_s: float = 0.0  # > 0: the velocity term asks to close the horizontal root-position gap in this time
+    yaw_rate: float = 0.0  # |root yaw rate - the reference's| (rad/s); 0: off
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Reference:
     root_quat: np.ndarray  # (T, 4) xyzw
     root_lin_vel: np.ndarray  # (T, 3)
     joint_pos: np.ndarray  # (T, J)
+    root_ang_vel: np.ndarray | None = None  # (T, 3) world frame (the yaw_rate term)
 
 
 def quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -84,6 +90,8 @@ class TrackingCost:
         if self.w.drift_time_s > 0:  # a slow drift of the body is corrected by walking back to the path
             wanted[..., :2] += (ref.root_pos[frames, :2][None] - states.root_pos[:, 1:, :2]) / self.w.drift_time_s
         velocity = np.linalg.norm(states.root_lin_vel[:, 1:] - wanted, axis=-1).mean(1)
+        yaw_rate = np.zeros(len(velocity)) if ref.root_ang_vel is None else \
+            np.abs(states.root_ang_vel[:, 1:, 2] - ref.root_ang_vel[frames, 2][None]).mean(1)
         stance = batch.foot_force > self.contact_force_n  # (N, S, K)
         if self.foot_of is not None:  # only the lowest point of each foot touches (the toe of a rolling sole)
             for foot in np.unique(self.foot_of):
@@ -105,7 +113,8 @@ class TrackingCost:
             smooth = np.abs(offsets[:, :-2] - 2 * offsets[:, 1:-1] + offsets[:, 2:]).mean((1, 2))
         diverged = np.where(batch.diverged, 1e3, 0.0)
         return {"link": link, "orientation": orient, "joint": joint, "height": height, "velocity": velocity,
-                "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset, "effort": effort,
+                "slip": slip, "slip_mps": slip_mps, "yaw_rate": yaw_rate, "smooth": smooth, "offset": offset,
+                "effort": effort,
                 "diverged": diverged}
 
     def total(self, terms: dict[str, np.ndarray]) -> np.ndarray:

@@ -128,6 +128,8 @@ class TrackingConfig:
     fast: bool = False
     knot_s: float | None = None  # knot spacing (None: KNOT_S, or FLIGHT_KNOT_S for a clip with flight phases)
     weights: CostWeights | None = None  # default: LEGGED_WEIGHTS, or BIPED_WEIGHTS for two-footed robots
+    # the cost's yaw-rate term (akd_core.physics.cost; `akd track --yaw-rate-weight`); None: the weights' own (0)
+    yaw_rate_weight: float | None = None
     velocity_feedforward: bool = True
     inverse_dynamics: bool = True  # add the reference's inverse-dynamics torques / kp to the nominal targets
     # skip the MPC when the feedforward replay already tracks upright within this link error (m) and
@@ -397,6 +399,10 @@ def sized(cfg: TrackingConfig, robot: Robot, reference: Motion,
         raise ConfigError(f"tracking needs --samples >= 2, --noise >= 0 and --horizon > 0 (got {samples}, {noise}, "
                           f"{horizon})")
     weights = cfg.weights if cfg.weights is not None else (BIPED_WEIGHTS if biped else LEGGED_WEIGHTS)
+    if cfg.yaw_rate_weight is not None:
+        if not np.isfinite(cfg.yaw_rate_weight) or cfg.yaw_rate_weight < 0:
+            raise ConfigError(f"--yaw-rate-weight must be a number >= 0, got {cfg.yaw_rate_weight}")
+        weights = dataclasses.replace(weights, yaw_rate=float(cfg.yaw_rate_weight))
     return (SamplingConfig(samples=samples, iterations=cfg.iterations or 1, noise_rad=noise, select=cfg.select,
                            temperature=cfg.temperature, antithetic=cfg.antithetic or (fast and FAST_PRESET.antithetic)),
             horizon, weights)
@@ -451,7 +457,8 @@ def build(robot: Robot, motion: Motion, cfg: TrackingConfig, engine_name: str | 
     ref = Reference(link_pos=link_pos.numpy()[:, ids], root_pos=ref_root,
                     root_quat=reference.root_quat.astype(np.float64),
                     root_lin_vel=reference.root_lin_vel().astype(np.float64),
-                    joint_pos=reference.joint_pos.astype(np.float64))
+                    joint_pos=reference.joint_pos.astype(np.float64),
+                    root_ang_vel=reference.root_ang_vel().astype(np.float64))
     sampling, horizon_s, weights = sized(cfg, robot, reference, device)
     cost = TrackingCost(ref, weights, physics.effort, CONTACT_FORCE_FRACTION * robot.total_mass * GRAVITY,
                         foot_of=schedule.foot_of)
