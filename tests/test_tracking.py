@@ -131,8 +131,8 @@ def test_the_drift_term_asks_for_the_velocity_that_closes_the_root_gap():
 def test_the_yaw_rate_term_measures_the_swing_about_the_reference_turn_and_is_off_unless_asked(a1):
     """The reference turns at 0.5 rad/s. A rollout turning evenly with it scores 0; one swinging +-0.3 rad/s about it
     (a trot's in-stride yaw) scores 0.3. At the default weights the term adds nothing to the cost; asked for
-    (`TrackingConfig.yaw_rate_weight`, as `akd library` does), it adds weight x 0.3, and a negative weight is refused."""
-    from akd_core.physics.cost import CostWeights, Reference, TrackingCost
+    (`TrackingConfig.yaw_rate_weight`, as `akd library` does), it adds weight x 0.3; a negative weight is refused."""
+    from akd_core.physics.cost import Reference, TrackingCost
     from akd_core.physics.engines.base import RolloutBatch
 
     h, frames = 4, 6
