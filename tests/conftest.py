@@ -131,12 +131,14 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 def _share_the_cores_between_workers() -> None:
     """Under pytest-xdist (``make test`` runs one worker per core), each worker and the processes it starts use
-    their share of the CPUs: OMP_NUM_THREADS caps torch's pool and AKD's MuJoCo rollout threads
+    their share of the CPUs: OMP_NUM_THREADS caps torch's pool, AKD_NUM_THREADS AKD's MuJoCo rollout threads
     (akd_core.io.threads); two workers each spinning two threads on two cores made both slower than one alone."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    if workers > 0 and "OMP_NUM_THREADS" not in os.environ:
+    if workers > 0:
         share = str(max(1, len(os.sched_getaffinity(0)) // workers))
-        os.environ.update(OMP_NUM_THREADS=share, MKL_NUM_THREADS=share)
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "AKD_NUM_THREADS"):
+            os.environ.setdefault(name, share)
+        share = os.environ["OMP_NUM_THREADS"]
         import sys
 
         if "torch" in sys.modules:  # imported before this file (a plugin): it read no OMP_NUM_THREADS

@@ -57,7 +57,7 @@ def test_mujoco_engine_link_positions_match_our_fk(a1, setup):
 
 
 def test_batched_rollout_equals_the_executing_loop(setup):
-    """mujoco.rollout (threads, or one where OMP_NUM_THREADS=1) and Engine.advance (one MjData, warm start carried)
+    """mujoco.rollout (threads, or one where AKD_NUM_THREADS=1) and Engine.advance (one MjData, warm start carried)
     compute the same physics."""
     engine, ff = setup.engine, setup.feedforward
     targets = np.stack([ff[:11], ff[:11] + 0.05])
@@ -68,18 +68,18 @@ def test_batched_rollout_equals_the_executing_loop(setup):
     assert not np.allclose(batch.states.joint_pos[0], batch.states.joint_pos[1])
 
 
-def test_rollout_threads_follow_omp_num_threads_and_compute_what_one_thread_does(a1, monkeypatch):
-    """OMP_NUM_THREADS caps the engine's rollout threads (how `make test` shares 2 cores between 2 workers); a
+def test_rollout_threads_follow_akd_num_threads_and_compute_what_one_thread_does(a1, monkeypatch):
+    """AKD_NUM_THREADS caps the engine's rollout threads (how `make test` shares 2 cores between 2 workers); a
     count asked for wins; MuJoCo's thread pool computes the same batch as one thread does."""
     from akd_core.io.threads import cpu_threads
 
     motion = trot_in_place(a1, duration=0.6)
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("AKD_NUM_THREADS", "2")
     two = TR.build(a1, motion, TR.TrackingConfig())
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("AKD_NUM_THREADS", "1")
     one = TR.build(a1, motion, TR.TrackingConfig())
     assert (two.engine.threads, one.engine.threads, cpu_threads(3)) == (2, 1, 3)
-    monkeypatch.setenv("OMP_NUM_THREADS", "many")  # not a count: every CPU this process may use
+    monkeypatch.setenv("AKD_NUM_THREADS", "many")  # not a count: every CPU this process may use
     assert cpu_threads() == len(__import__("os").sched_getaffinity(0))
     ff = one.feedforward
     targets = np.stack([ff[:11] + offset for offset in (0.0, 0.03, -0.03, 0.05)])

@@ -1,23 +1,27 @@
-"""How many worker threads a CPU-parallel loop of this process may use (MuJoCo's batched rollouts, the RL worlds).
+"""How many worker threads a CPU-parallel loop of this process may use (MuJoCo's batched rollouts of the tracker
+and of the RL worlds).
 
-A process that shares its CPUs says so the standard way, with ``OMP_NUM_THREADS`` (torch and the BLAS libraries
-read it too): two pytest-xdist workers on two cores each set it to 1 (tests/conftest.py), and a user running two
-trainings side by side can do the same. Without it a loop uses every CPU this process may run on. Threads beyond
-the free cores do not add speed, they take it: MuJoCo's rollout threads and torch's pool spinning on the same two
-busy cores made the tracker's metrics 5-10x slower (akd_core.physics.tracker).
+``AKD_NUM_THREADS`` caps them for a process that shares its CPUs: two pytest-xdist workers on two cores each set it
+to 1 (tests/conftest.py, with OMP_NUM_THREADS=1 for torch), and a user running two trackings side by side can do
+the same. Without it a loop uses every CPU this process may run on. Threads beyond the free cores do not add speed,
+they take it: two test workers each spinning two threads on two cores used 1213 s of CPU for the suite, one thread
+each 660 s (docs/benchmarks.md). It is AKD's own variable, not OMP_NUM_THREADS, which torch reads: one torch thread
+is often best beside MuJoCo's rollouts (akd_core.physics.tracker), while the rollouts themselves gain from every core.
 """
 
 from __future__ import annotations
 
 import os
 
+ENV = "AKD_NUM_THREADS"
+
 
 def cpu_threads(asked: int | None = None) -> int:
-    """``asked`` when it is a positive count, else $OMP_NUM_THREADS when set to one, else the CPUs this process may
+    """``asked`` when it is a positive count, else $AKD_NUM_THREADS when set to one, else the CPUs this process may
     run on (its affinity mask, which a container or ``taskset`` narrows; ``os.cpu_count()`` where there is none)."""
     if asked is not None and asked > 0:
         return int(asked)
-    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    value = os.environ.get(ENV, "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
     try:
@@ -26,4 +30,4 @@ def cpu_threads(asked: int | None = None) -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["cpu_threads"]
+__all__ = ["ENV", "cpu_threads"]
