@@ -138,11 +138,11 @@ def _share_the_cores_between_workers() -> None:
         share = str(max(1, len(os.sched_getaffinity(0)) // workers))
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "AKD_NUM_THREADS"):
             os.environ.setdefault(name, share)
-        share = os.environ["OMP_NUM_THREADS"]
         import sys
 
-        if "torch" in sys.modules:  # imported before this file (a plugin): it read no OMP_NUM_THREADS
-            sys.modules["torch"].set_num_threads(int(share))
+        torch_threads = os.environ["OMP_NUM_THREADS"]
+        if "torch" in sys.modules and torch_threads.isdigit():  # imported before this file: it read no OMP_NUM_THREADS
+            sys.modules["torch"].set_num_threads(int(torch_threads))
 
 
 _share_the_cores_between_workers()
