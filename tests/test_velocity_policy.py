@@ -58,6 +58,7 @@ from akd_core.learn.velocity_env import (
     FEET_WIDTH,
     JOINT_WIDTH,
     LIN_VEL_WIDTH,
+    YAW_RATE_FINE_WIDTH,
     YAW_RATE_WIDTH,
     VelocityEnvConfig,
     VelocityVecEnv,
@@ -295,6 +296,8 @@ def test_reward_terms_against_hand_computed_values(library, quadruped):
     np.testing.assert_allclose(terms["lin_vel"][1], np.exp(-(np.linalg.norm(frames.command[row, :2])
                                                              / LIN_VEL_WIDTH) ** 2))
     np.testing.assert_allclose(terms["yaw_rate"][1], 1.0)
+    np.testing.assert_allclose(terms["yaw_rate_fine"], [np.exp(-(0.3 / YAW_RATE_FINE_WIDTH) ** 2), 1.0])
+    assert terms["yaw_rate_fine"][0] < 0.2 < terms["yaw_rate"][0]  # 0.3 rad/s off: the narrow kernel pays little
     np.testing.assert_allclose(terms["lin_vel_z"], [0.01, 0.0])
     np.testing.assert_allclose(terms["ang_vel_xy"], [0.0, 0.04], atol=1e-12)
     np.testing.assert_allclose(terms["orientation"], [0.0, 0.0], atol=1e-12)
