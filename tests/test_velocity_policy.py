@@ -63,7 +63,7 @@ from akd_core.learn.velocity_env import (
     VelocityEnvConfig,
     VelocityVecEnv,
 )
-from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity, scored_steps
+from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity, scored_steps, yaw_rate_mean
 from akd_core.model.legs import find_legs
 from akd_core.model.load import load_robot
 from akd_core.motion.clip import Motion
@@ -379,10 +379,29 @@ def test_eval_json_has_the_command_tracking_figures(trained, quadruped, tmp_path
     err = (traj["measured"] - traj["command"])[keep]
     np.testing.assert_allclose([report["vx_rmse_mps"], report["vy_rmse_mps"], report["yaw_rate_rmse_radps"]],
                                np.sqrt((err ** 2).mean(0)), rtol=1e-9)
+    turn = yaw_rate_mean(traj["measured"][:, 2], meta.dt)
+    split = report["yaw_rate_split"]
+    np.testing.assert_allclose([split["turn_rmse_radps"], split["stride_rmse_radps"]],
+                               [np.sqrt(np.mean((turn - traj["command"][:, 2])[keep] ** 2)),
+                                np.sqrt(np.mean((traj["measured"][:, 2] - turn)[keep] ** 2))], rtol=1e-9)
     if not report["falls"]:
         assert report["scored_steps"] == 75
     assert main(["eval-policy", str(path), "--task", "reference", "--episodes", "1", "--seconds", "1"]) != 0
     assert "evaluate it with --task velocity" in capsys.readouterr().err
+
+
+def test_the_yaw_rate_split_separates_a_short_turn_from_a_swing_within_each_stride():
+    """A body turning at 0.4 rad/s asked for 0.5, swinging +-0.3 rad/s at 2 Hz (one swing per 0.5 s window): the
+    turn's part is the 0.1 rad/s shortfall, the stride's the swing's RMS (0.3 / sqrt 2), away from the series' ends."""
+    dt = 0.02
+    t = np.arange(500) * dt
+    measured = 0.4 + 0.3 * np.sin(2 * np.pi * 2.0 * t)
+    turn = yaw_rate_mean(measured, dt)
+    inner = slice(25, -25)  # whole periods
+    np.testing.assert_allclose(turn[inner], 0.4, atol=1e-12)
+    np.testing.assert_allclose(np.sqrt(np.mean((turn - 0.5)[inner] ** 2)), 0.1, rtol=1e-9)
+    np.testing.assert_allclose(np.sqrt(np.mean((measured - turn)[inner] ** 2)), 0.3 / np.sqrt(2), rtol=1e-9)
+    assert yaw_rate_mean(np.full(3, 0.7), dt) == pytest.approx([0.7] * 3)  # shorter than the window: its mean
 
 
 def test_style_compares_duty_factor_and_contact_patterns_with_the_library():

@@ -117,7 +117,9 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
           f"pushes {args.push_mps:g} m/s every {args.push_every:g} s, friction {args.friction}, mass "
           f"x{args.mass_scale}")
     print(f"  falls {report['falls']}/{report['episodes']}, RMSE vx {fmt(report['vx_rmse_mps'], '.3f')} m/s, vy "
-          f"{fmt(report['vy_rmse_mps'], '.3f')} m/s, yaw rate {fmt(report['yaw_rate_rmse_radps'], '.3f')} rad/s; "
+          f"{fmt(report['vy_rmse_mps'], '.3f')} m/s, yaw rate {fmt(report['yaw_rate_rmse_radps'], '.3f')} rad/s "
+          f"(turn {fmt(report['yaw_rate_split']['turn_rmse_radps'], '.3f')}, within strides "
+          f"{fmt(report['yaw_rate_split']['stride_rmse_radps'], '.3f')}); "
           f"style vs the library: duty factor error {fmt(style['duty_factor_error'], '.3f')}, contact patterns "
           f"{fmt(style['pattern_match'], '.2f')}, stride error {fmt(style['stride_hz_error'], '.2f')} Hz; "
           f"{report['wall_seconds']:.0f} s")

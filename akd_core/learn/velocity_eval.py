@@ -13,7 +13,9 @@ Scores (what was asked, not the clipped command):
 - ``vx_rmse_mps``, ``vy_rmse_mps``, ``yaw_rate_rmse_radps``: at every control step, the simulator's base velocity
   in the heading frame and yaw rate right after the step against the command of the step, unfiltered and pushes
   included, leaving out only the ``settle_s`` (0.5 s) after each command change; pooled over every episode's steps
-  before any fall;
+  before any fall. The yaw-rate error is also split in two (``yaw_rate_split``): the yaw rate's centred
+  ``YAW_SPLIT_S`` (0.5 s, about a trot's stride) mean against the command (turning too little, too late) and the
+  yaw rate about that mean (the body's swing within each stride), each as an RMSE over the same steps;
 - ``falls`` (tracking's rule; the episode ends there);
 - ``style``: per steady command (after the settle time) the feet of the rollout against the library's at that
   command (:func:`~akd_core.learn.motion_library.style_segments`: duty factor, contact pattern, stride frequency),
@@ -65,6 +67,7 @@ log = logging.getLogger(__name__)
 
 SETTLE_S = 0.5  # s after each command change left out of the RMSE and the style
 GAIT_WINDOW_S = 1.0  # s, the windows the gait is read on
+YAW_SPLIT_S = 0.5  # s: the centred mean that splits the yaw-rate error into a turn's and a stride's part
 GAIT_WINDOW_SPEED = 0.3  # m/s: commands at least this fast (planar) are at gait speeds (slower ones creep)
 
 
@@ -196,6 +199,9 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
     keep = scored_steps(schedule, steps, dt, cfg.settle_s)
     err = (traj["measured"] - traj["command"])[keep] if steps else np.zeros((0, 3))
     sq = (err ** 2).sum(0) if len(err) else np.zeros(3)
+    turn = yaw_rate_mean(traj["measured"][:, 2], dt) if steps else np.zeros(0)
+    split = [float(np.sum((turn - traj["command"][:, 2])[keep] ** 2)),
+             float(np.sum((traj["measured"][:, 2] - turn)[keep] ** 2))] if steps else [0.0, 0.0]
     rmse = np.sqrt(sq / len(err)) if len(err) else np.full(3, np.nan)
     segments = []
     lib = meta.library
@@ -215,10 +221,21 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
     return {"index": draw.index, "start_demo": draw.clip, "friction": draw.friction, "mass_scale": draw.mass_scale,
             "latency_s": draw.latency_s, "pushes": len([p for p in draw.push_frames if p < steps]),
             "fell": bool(traj["fell"]), "upright_s": steps * dt, "scored_steps": int(keep.sum()),
-            "sq_sum": [float(v) for v in sq], "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]),
+            "sq_sum": [float(v) for v in sq], "yaw_split_sq_sum": split, "vx_rmse_mps": _num(rmse[0]),
+            "vy_rmse_mps": _num(rmse[1]),
             "yaw_rate_rmse_radps": _num(rmse[2]), "out_of_box_steps": int(clipped.sum()),
             "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style,
             "gait_windows": windows}
+
+
+def yaw_rate_mean(yaw_rate: np.ndarray, dt: float) -> np.ndarray:
+    """(T,) the centred YAW_SPLIT_S mean of a yaw-rate series (T,) (shorter at the ends, never padded)."""
+    half = max(1, int(round(YAW_SPLIT_S / dt / 2)))
+    steps = len(yaw_rate)
+    sums = np.r_[0.0, np.cumsum(yaw_rate)]
+    lo = np.clip(np.arange(steps) - half, 0, steps)
+    hi = np.clip(np.arange(steps) + half + 1, 0, steps)
+    return (sums[hi] - sums[lo]) / np.maximum(hi - lo, 1)
 
 
 def expected_gait(meta: PolicyMeta, box: CommandBox, speed: float) -> str:
@@ -275,6 +292,8 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     scored = sum(r["scored_steps"] for r in rows)
     sq = np.sum([r["sq_sum"] for r in rows], axis=0) if rows else np.zeros(3)
     rmse = np.sqrt(sq / scored) if scored else np.full(3, np.nan)
+    split = np.sqrt(np.sum([r.get("yaw_split_sq_sum", [np.nan] * 2) for r in rows], axis=0) / scored) \
+        if scored else np.full(2, np.nan)
     style = style_summary([s for r in rows for s in r["style"]])
     windows = [w for r in rows for w in r.get("gait_windows", [])]
     matched = sum(w["seen"] == w["expected"] for w in windows)
@@ -283,7 +302,10 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "seen": dict(Counter(w["seen"] for w in windows)), "window_s": GAIT_WINDOW_S,
             "min_speed_mps": GAIT_WINDOW_SPEED}
     return {"episodes": len(rows), "falls": sum(bool(r["fell"]) for r in rows), "vx_rmse_mps": _num(rmse[0]),
-            "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]), "scored_steps": scored,
+            "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]),
+            "yaw_rate_split": {"turn_rmse_radps": _num(split[0]), "stride_rmse_radps": _num(split[1]),
+                               "window_s": YAW_SPLIT_S},
+            "scored_steps": scored,
             "out_of_box_steps": sum(r["out_of_box_steps"] for r in rows), "style": style, "gait_windows": gait}
 
 
