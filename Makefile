@@ -17,9 +17,9 @@ COMPILE     := $(PY) -m compileall -q -q -j 0 $(VENV)/lib || true
 STAMP  := $(VENV)/.akd-installed
 TORCH  ?= torch==2.13.0
 DEMO_OUT ?= runs/demo
-# the suite on every logical CPU (pytest-xdist, at most 8 workers: the ROS tests' domain blocks), a test file per worker at
-# a time (its module fixtures built once); tests/conftest.py gives each worker its share of the threads.
-# PYTEST_WORKERS= runs it in one process
+# the suite on every logical CPU (pytest-xdist; at most 8 workers: the ROS tests' domain blocks), a test file per
+# worker at a time (its module fixtures built once); tests/conftest.py gives each worker its share of the threads.
+# `make test PYTEST_WORKERS=` runs it in one process
 PYTEST_WORKERS ?= -n logical --maxprocesses 8 --dist loadfile
 
 .PHONY: demo test docs venv bench lint clean
