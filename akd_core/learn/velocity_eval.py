@@ -67,8 +67,8 @@ log = logging.getLogger(__name__)
 
 SETTLE_S = 0.5  # s after each command change left out of the RMSE and the style
 GAIT_WINDOW_S = 1.0  # s, the windows the gait is read on
-YAW_SPLIT_S = 0.5  # s: the centred mean that splits the yaw-rate error into a turn's and a stride's part
 GAIT_WINDOW_SPEED = 0.3  # m/s: commands at least this fast (planar) are at gait speeds (slower ones creep)
+YAW_SPLIT_S = 0.5  # s: the centred mean that splits the yaw-rate error into a turn's and a stride's part
 
 
 @dataclass
