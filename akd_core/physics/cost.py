@@ -113,9 +113,8 @@ class TrackingCost:
             smooth = np.abs(offsets[:, :-2] - 2 * offsets[:, 1:-1] + offsets[:, 2:]).mean((1, 2))
         diverged = np.where(batch.diverged, 1e3, 0.0)
         return {"link": link, "orientation": orient, "joint": joint, "height": height, "velocity": velocity,
-                "slip": slip, "slip_mps": slip_mps, "yaw_rate": yaw_rate, "smooth": smooth, "offset": offset,
-                "effort": effort,
-                "diverged": diverged}
+                "yaw_rate": yaw_rate, "slip": slip, "slip_mps": slip_mps, "smooth": smooth, "offset": offset,
+                "effort": effort, "diverged": diverged}
 
     def total(self, terms: dict[str, np.ndarray]) -> np.ndarray:
         """The cost (N,) of :meth:`terms`: their weighted sum, plus the divergence penalty."""
