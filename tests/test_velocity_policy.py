@@ -64,6 +64,7 @@ from akd_core.learn.velocity_env import (
     VelocityVecEnv,
 )
 from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity, scored_steps, yaw_rate_mean
+from akd_core.learn.velocity_feedforward import FF_CHUNK
 from akd_core.model.legs import find_legs
 from akd_core.model.load import load_robot
 from akd_core.motion.clip import Motion
@@ -491,6 +492,11 @@ def test_library_feedforward_blends_frames_by_command_and_phase_and_stands_at_ze
         a = ff(obs_at([0.20, 0.0, 0.0], np.array([1.0]))).numpy()
         b = ff(obs_at([0.21, 0.0, 0.0], np.array([1.0]))).numpy()
         assert np.abs(a - b).max() < 0.02
+        # a batch longer than a chunk (the residual's BC targets, every library frame) is weighed chunk by chunk,
+        # each row as it is alone
+        rows = np.random.default_rng(0).integers(0, len(frames.command), FF_CHUNK + 37)
+        batch = obs_at(frames.command[rows], frames.phase[rows])
+        np.testing.assert_allclose(ff(batch).numpy(), (ff.weights(batch) @ ff.targets).numpy(), atol=1e-6)
     # a policy with zero residual plays the feedforward
     policy = TrackingPolicy(3 * j + 11, j, (16,), "residual", task="velocity", feedforward=ff)
     for m in policy.net:
@@ -500,6 +506,16 @@ def test_library_feedforward_blends_frames_by_command_and_phase_and_stands_at_ze
     obs = obs_at([0.3, 0.0, 0.1], np.array([0.5, 2.0]))
     with torch.no_grad():
         np.testing.assert_allclose(policy(obs).numpy(), ff(obs).numpy(), atol=1e-6)
+
+
+def test_learning_loops_flush_subnormal_floats_to_zero():
+    """The feedforward's softmax underflows through the subnormal range, ~100 cycles an operand unless flushed
+    (akd_core.io.threads.flush_subnormals, called by train_velocity and run_ppo)."""
+    from akd_core.io.threads import flush_subnormals
+
+    flush_subnormals()
+    tiny = torch.tensor([1e-30]) * torch.tensor([1e-10])  # 1e-40: a float32 subnormal
+    assert tiny.item() == 0.0
 
 
 @pytest.fixture(scope="module")

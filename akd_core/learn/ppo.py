@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from akd_core.io.errors import ConfigError
 from akd_core.io.fileio import atomic_path
+from akd_core.io.threads import flush_subnormals
 from akd_core.learn.bc import BCConfig, dataset_physics, demo_starts, policy_meta, train_bc
 from akd_core.learn.dataset import PolicyDataset
 from akd_core.learn.env import Randomisation
@@ -185,6 +186,7 @@ def run_ppo(env, observe, first, to_targets, actor, critic, alg, cfg: PPOConfig,
     of the runs before a resume."""
     history: list[dict[str, Any]] = []
     start, seconds_before = 0, 0.0
+    flush_subnormals()
     if checkpoint is not None and checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
         if saved.get("key") == key:

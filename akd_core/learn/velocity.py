@@ -40,6 +40,7 @@ import torch
 from akd_core.export.hdf5 import read_hdf5
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.rundir import RunDir
+from akd_core.io.threads import flush_subnormals
 from akd_core.learn.amp import AMPShaper
 from akd_core.learn.bc import dataset_physics, demo_starts
 from akd_core.learn.command import COMMAND_NAMES, COMMAND_UNITS, CommandBox, library_box
@@ -265,6 +266,7 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
     training metrics (BC's fit, the PPO history, ``train_seconds``, the box and where it came from)."""
     cfg = cfg or VelocityConfig()
     cfg.check()
+    flush_subnormals()  # the residual's feedforward over the library, from its BC targets on
     tic = time.perf_counter()
     dataset, box, box_source = load_library(library)
     check_robot_matches(dataset.joint_names, robot, f"dataset {dataset.path}")

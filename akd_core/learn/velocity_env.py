@@ -336,12 +336,14 @@ class VelocityVecEnv:
 
     def _library_height(self, command: np.ndarray) -> np.ndarray:
         """(N,) the base height of the library frame whose command is nearest each of ``command`` (N, 3)."""
-        if not hasattr(self, "_command_table"):
-            table = torch.as_tensor(self.frames.command / np.asarray(MATCH_COMMAND_SCALE), dtype=torch.float32)
-            self._command_table = (table, (table ** 2).sum(1))
-        table, table_sq = self._command_table
+        if not hasattr(self, "_command_table"):  # each distinct command once, at its first frame (argmin's pick)
+            commands, first = np.unique(self.frames.command, axis=0, return_index=True)
+            order = np.argsort(first)
+            table = torch.as_tensor(commands[order] / np.asarray(MATCH_COMMAND_SCALE), dtype=torch.float32)
+            self._command_table = (table, (table ** 2).sum(1), self.frames.base_height[first[order]])
+        table, table_sq, height = self._command_table
         query = torch.as_tensor(command / np.asarray(MATCH_COMMAND_SCALE), dtype=torch.float32)
-        return self.frames.base_height[(table_sq[None, :] - 2.0 * query @ table.T).argmin(1).numpy()]
+        return height[(table_sq[None, :] - 2.0 * query @ table.T).argmin(1).numpy()]
 
     def _push(self) -> None:
         """Kick the worlds whose push is due (a velocity added to the base's horizontal velocity)."""

@@ -36,6 +36,7 @@ FF_COMMAND_SCALE = (0.1, 0.1, 0.2)  # m/s, m/s, rad/s: a command this far off we
 FF_PHASE_SCALE = 0.25  # rad
 FF_MOVING_RAMP = 0.1  # m/s or rad/s: the phase counts fully from this |command| on
 RESIDUAL_BOUND_RAD = 0.3  # the residual's bound, rad per joint
+FF_CHUNK = 1024  # observations per weight matrix (1024 x frames floats: 82 MB for a 20040-frame library)
 
 
 def feedforward_keys(command: np.ndarray, phase: np.ndarray) -> np.ndarray:
@@ -83,4 +84,6 @@ class LibraryFeedforward(nn.Module):
         return torch.softmax(self.query(obs) @ self.keys.T - self.half_key_sq, dim=1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.weights(obs) @ self.targets
+        # in chunks: the weights of all 20040 frames of a1's library at its own 20040 frames (the residual's BC
+        # targets) would be a 1.6 GB matrix, and its temporaries three of them
+        return torch.cat([self.weights(chunk) @ self.targets for chunk in obs.split(FF_CHUNK)])
