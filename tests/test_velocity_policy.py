@@ -63,7 +63,13 @@ from akd_core.learn.velocity_env import (
     VelocityEnvConfig,
     VelocityVecEnv,
 )
-from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity, scored_steps, yaw_rate_mean
+from akd_core.learn.velocity_eval import (
+    VelocityEvalConfig,
+    aggregate,
+    evaluate_velocity,
+    scored_steps,
+    yaw_rate_mean,
+)
 from akd_core.learn.velocity_feedforward import FF_CHUNK
 from akd_core.model.legs import find_legs
 from akd_core.model.load import load_robot
@@ -381,6 +387,7 @@ def test_eval_json_has_the_command_tracking_figures(trained, quadruped, tmp_path
     np.testing.assert_allclose([report["vx_rmse_mps"], report["vy_rmse_mps"], report["yaw_rate_rmse_radps"]],
                                np.sqrt((err ** 2).mean(0)), rtol=1e-9)
     turn = yaw_rate_mean(traj["measured"][:, 2], meta.dt)
+    assert report["before_falls"]["steps"] == (75 if report["falls"] else 0)  # 1.5 s at 50 Hz
     split = report["yaw_rate_split"]
     np.testing.assert_allclose([split["turn_rmse_radps"], split["stride_rmse_radps"]],
                                [np.sqrt(np.mean((turn - traj["command"][:, 2])[keep] ** 2)),
@@ -403,6 +410,25 @@ def test_the_yaw_rate_split_separates_a_short_turn_from_a_swing_within_each_stri
     np.testing.assert_allclose(np.sqrt(np.mean((turn - 0.5)[inner] ** 2)), 0.1, rtol=1e-9)
     np.testing.assert_allclose(np.sqrt(np.mean((measured - turn)[inner] ** 2)), 0.3 / np.sqrt(2), rtol=1e-9)
     assert yaw_rate_mean(np.full(3, 0.7), dt) == pytest.approx([0.7] * 3)  # shorter than the window: its mean
+
+
+def test_the_error_before_falls_is_reported_apart_from_the_other_steps():
+    """Two episodes: one tracks within 0.1 m/s and rad/s over 100 steps, one tracks as well for 50 steps and then,
+    in the 75 steps (1.5 s) before its fall, spins 2 rad/s off: that tail's share of the squared error and the RMSE
+    over the other 150 steps."""
+    def row(steps, tail_steps, tail_err, fell):
+        sq = np.array([0.1 ** 2] * 3) * (steps - tail_steps) + np.array([0.0, 0.0, tail_err ** 2]) * tail_steps
+        return {"scored_steps": steps, "sq_sum": sq.tolist(), "yaw_split_sq_sum": [0.0, 0.0], "style": [],
+                "out_of_box_steps": 0,
+                "fall_tail": {"steps": tail_steps, "sq_sum": [0.0, 0.0, tail_err ** 2 * tail_steps]}, "fell": fell}
+
+    report = aggregate([row(100, 0, 0.0, False), row(125, 75, 2.0, True)])
+    tails = report["before_falls"]
+    assert tails["steps"] == 75 and tails["window_s"] == 1.5
+    assert tails["sq_error_share"]["vx_mps"] == 0.0
+    assert tails["sq_error_share"]["yaw_rate_radps"] == pytest.approx(300.0 / (300.0 + 150 * 0.01))
+    assert tails["rmse_other_steps"]["yaw_rate_radps"] == pytest.approx(0.1)
+    assert report["yaw_rate_rmse_radps"] == pytest.approx(np.sqrt((300.0 + 1.5) / 225))
 
 
 def test_style_compares_duty_factor_and_contact_patterns_with_the_library():

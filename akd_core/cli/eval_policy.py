@@ -123,6 +123,14 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
           f"style vs the library: duty factor error {fmt(style['duty_factor_error'], '.3f')}, contact patterns "
           f"{fmt(style['pattern_match'], '.2f')}, stride error {fmt(style['stride_hz_error'], '.2f')} Hz; "
           f"{report['wall_seconds']:.0f} s")
+    tails = report["before_falls"]
+    if tails["steps"]:
+        share, rest = tails["sq_error_share"], tails["rmse_other_steps"]
+        print(f"  the {tails['window_s']:g} s before each fall ({tails['steps']} steps) hold "
+              + ", ".join(f"{fmt(share[a], '.0%')} of the {n} error" for a, n in
+                          zip(("vx_mps", "vy_mps", "yaw_rate_radps"), ("vx", "vy", "yaw-rate")))
+              + f"; over the other steps RMSE vx {fmt(rest['vx_mps'], '.3f')}, vy {fmt(rest['vy_mps'], '.3f')}, "
+              f"yaw rate {fmt(rest['yaw_rate_radps'], '.3f')}")
     gait = report["gait_windows"]
     if gait["windows"]:
         seen = ", ".join(f"{g} {n}" for g, n in sorted(gait["seen"].items(), key=lambda kv: -kv[1]))

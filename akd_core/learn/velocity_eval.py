@@ -15,7 +15,10 @@ Scores (what was asked, not the clipped command):
   included, leaving out only the ``settle_s`` (0.5 s) after each command change; pooled over every episode's steps
   before any fall. The yaw-rate error is also split in two (``yaw_rate_split``): the yaw rate's centred
   ``YAW_SPLIT_S`` (0.5 s, about a trot's stride) mean against the command (turning too little, too late) and the
-  yaw rate about that mean (the body's swing within each stride), each as an RMSE over the same steps;
+  yaw rate about that mean (the body's swing within each stride), each as an RMSE over the same steps; and
+  ``before_falls``: the share of each axis's squared error in the ``FALL_TAIL_S`` (1.5 s) before each fall (a robot
+  tumbling spins and slides far off any command) and the RMSEs over the other steps, so that a policy's tracking
+  can be told from its falls;
 - ``falls`` (tracking's rule; the episode ends there);
 - ``style``: per steady command (after the settle time) the feet of the rollout against the library's at that
   command (:func:`~akd_core.learn.motion_library.style_segments`: duty factor, contact pattern, stride frequency),
@@ -69,6 +72,8 @@ SETTLE_S = 0.5  # s after each command change left out of the RMSE and the style
 GAIT_WINDOW_S = 1.0  # s, the windows the gait is read on
 GAIT_WINDOW_SPEED = 0.3  # m/s: commands at least this fast (planar) are at gait speeds (slower ones creep)
 YAW_SPLIT_S = 0.5  # s: the centred mean that splits the yaw-rate error into a turn's and a stride's part
+FALL_TAIL_S = 1.5  # s before a fall whose share of the error is reported apart (a tumble, not tracking)
+AXES = ("vx_mps", "vy_mps", "yaw_rate_radps")
 
 
 @dataclass
@@ -199,6 +204,10 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
     keep = scored_steps(schedule, steps, dt, cfg.settle_s)
     err = (traj["measured"] - traj["command"])[keep] if steps else np.zeros((0, 3))
     sq = (err ** 2).sum(0) if len(err) else np.zeros(3)
+    tail = np.zeros(steps, dtype=bool)
+    if traj["fell"]:
+        tail[max(0, steps - int(round(FALL_TAIL_S / dt))):] = True
+    tail_sq = (err[tail[keep]] ** 2).sum(0) if len(err) else np.zeros(3)
     turn = yaw_rate_mean(traj["measured"][:, 2], dt) if steps else np.zeros(0)
     split = [float(np.sum((turn - traj["command"][:, 2])[keep] ** 2)),
              float(np.sum((traj["measured"][:, 2] - turn)[keep] ** 2))] if steps else [0.0, 0.0]
@@ -221,7 +230,8 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
     return {"index": draw.index, "start_demo": draw.clip, "friction": draw.friction, "mass_scale": draw.mass_scale,
             "latency_s": draw.latency_s, "pushes": len([p for p in draw.push_frames if p < steps]),
             "fell": bool(traj["fell"]), "upright_s": steps * dt, "scored_steps": int(keep.sum()),
-            "sq_sum": [float(v) for v in sq], "yaw_split_sq_sum": split, "vx_rmse_mps": _num(rmse[0]),
+            "sq_sum": [float(v) for v in sq], "yaw_split_sq_sum": split,
+            "fall_tail": {"steps": int(tail[keep].sum()), "sq_sum": [float(v) for v in tail_sq]}, "vx_rmse_mps": _num(rmse[0]),
             "vy_rmse_mps": _num(rmse[1]),
             "yaw_rate_rmse_radps": _num(rmse[2]), "out_of_box_steps": int(clipped.sum()),
             "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style,
@@ -294,6 +304,13 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     rmse = np.sqrt(sq / scored) if scored else np.full(3, np.nan)
     split = np.sqrt(np.sum([r.get("yaw_split_sq_sum", [np.nan] * 2) for r in rows], axis=0) / scored) \
         if scored else np.full(2, np.nan)
+    tail_steps = sum(r.get("fall_tail", {}).get("steps", 0) for r in rows)
+    tail_sq = np.sum([r.get("fall_tail", {}).get("sq_sum", [0.0] * 3) for r in rows], axis=0) if rows else np.zeros(3)
+    rest = np.sqrt((sq - tail_sq) / (scored - tail_steps)) if scored > tail_steps else np.full(3, np.nan)
+    before_falls = {"window_s": FALL_TAIL_S, "steps": int(tail_steps),
+                    "sq_error_share": {n: _num(a / b) if b > 0 else None
+                                       for n, a, b in zip(AXES, tail_sq, sq)},
+                    "rmse_other_steps": {n: _num(v) for n, v in zip(AXES, rest)}}
     style = style_summary([s for r in rows for s in r["style"]])
     windows = [w for r in rows for w in r.get("gait_windows", [])]
     matched = sum(w["seen"] == w["expected"] for w in windows)
@@ -305,7 +322,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]),
             "yaw_rate_split": {"turn_rmse_radps": _num(split[0]), "stride_rmse_radps": _num(split[1]),
                                "window_s": YAW_SPLIT_S},
-            "scored_steps": scored,
+            "before_falls": before_falls, "scored_steps": scored,
             "out_of_box_steps": sum(r["out_of_box_steps"] for r in rows), "style": style, "gait_windows": gait}
 
 
