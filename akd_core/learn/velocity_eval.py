@@ -232,7 +232,8 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
             "fell": bool(traj["fell"]), "upright_s": steps * dt, "scored_steps": int(keep.sum()),
             "sq_sum": [float(v) for v in sq], "yaw_split_sq_sum": split,
             "fall_tail": {"steps": int(tail[keep].sum()), "sq_sum": [float(v) for v in tail_sq]},
-            "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]), "out_of_box_steps": int(clipped.sum()),
+            "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]),
+            "out_of_box_steps": int(clipped.sum()),
             "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style,
             "gait_windows": windows}
 
