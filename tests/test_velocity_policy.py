@@ -270,6 +270,33 @@ def test_a_dataset_without_commands_is_refused_naming_the_fix(tmp_path, quadrupe
         load_library(plain)
 
 
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_command_changes_come_with_a_push_at_the_asked_share(library, quadruped, share):
+    """push_with_change 1: each command change kicks the base at that step and restarts the pushes' 2 s beat there;
+    0: the pushes keep their beat, whatever the commands do."""
+    dataset, box, _ = load_library(library)
+    frames = LibraryFrames.from_dataset(dataset, quadruped)
+    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
+                         [demo_starts(d) for d in dataset.demos], box,
+                         VelocityEnvConfig(num_envs=2, threads=1, resample_s=(0.3, 0.5), push_with_change=share,
+                                           randomisation=Randomisation(**{**CALM, "push_mps": 0.4,
+                                                                          "push_every_s": 2.0})))
+    period = env.push_every
+    beat = env.next_push.copy()
+    changes = 0
+    for _ in range(30):
+        before = env.command.copy()
+        _, fell, timeout, _ = env.step(env.targets[:, 1].copy())
+        changed = np.flatnonzero(~(fell | timeout) & np.any(env.command != before, axis=1))
+        changes += len(changed)
+        for i in changed:
+            if share == 1.0:
+                assert env.next_push[i] == env.steps[i] + period  # pushed now, the next one a period on
+            else:
+                assert (env.next_push[i] - beat[i]) % period == 0  # still on its first beat
+    assert changes >= 2
+
+
 def test_reward_terms_against_hand_computed_values(library, quadruped):
     dataset, box, _ = load_library(library)
     frames = LibraryFrames.from_dataset(dataset, quadruped)

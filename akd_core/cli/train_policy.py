@@ -132,6 +132,9 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     vel.add_argument("--library-share", type=float, default=VelocityConfig.library_share,
                      help="share of command draws taken from the library's frames, the rest uniform in the box "
                           f"(default {VelocityConfig.library_share:g})")
+    vel.add_argument("--push-with-change", type=float, default=VelocityConfig.push_with_change, metavar="SHARE",
+                     help="share of command changes that come with a push at the same step, as in eval-policy's "
+                          f"schedule (default {VelocityConfig.push_with_change:g})")
     vel.add_argument("--reward-weight", action="append", default=[], metavar="TERM=W",
                      help=f"override a reward weight (repeatable; terms {', '.join(REWARD_WEIGHTS)})")
 
@@ -172,7 +175,8 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
                     desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
                     seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
-                         library_share=args.library_share, imitation=args.imitation, action=args.action,
+                         library_share=args.library_share, push_with_change=args.push_with_change,
+                         imitation=args.imitation, action=args.action,
                          residual_bound=args.residual_bound, residual_start=args.residual_start,
                          weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)

@@ -86,6 +86,7 @@ class VelocityConfig:
     zero_share: float = 0.1
     library_share: float = 0.4
     start_draw_share: float = 0.5
+    push_with_change: float = 0.0  # share of command changes pushed at the same step (velocity_env.py)
     imitation: str = "amp"  # it beat motion matching on falls and vx RMSE (docs/policy.md)
     action: str = "absolute"  # or "residual": a bounded residual on the library feedforward (velocity_feedforward.py)
     residual_bound: float = RESIDUAL_BOUND_RAD
@@ -107,6 +108,8 @@ class VelocityConfig:
             raise ConfigError(f"--resample-seconds must be LO,HI with 0 < LO <= HI, got {lo},{hi}")
         if not (0 <= self.zero_share and 0 <= self.library_share and self.zero_share + self.library_share <= 1):
             raise ConfigError("--zero-share and --library-share must be non-negative and sum to at most 1")
+        if not 0 <= self.push_with_change <= 1:
+            raise ConfigError(f"--push-with-change must be a share in [0, 1], got {self.push_with_change}")
         unknown = sorted(set(self.weights) - set(REWARD_WEIGHTS))
         if unknown:
             raise ConfigError(f"unknown reward terms {unknown}; the terms are {sorted(REWARD_WEIGHTS)}")
@@ -115,7 +118,8 @@ class VelocityConfig:
     def env_config(self) -> VelocityEnvConfig:
         return VelocityEnvConfig(num_envs=self.ppo.num_envs, episode_s=self.ppo.episode_s, resample_s=self.resample_s,
                                  zero_share=self.zero_share, library_share=self.library_share,
-                                 start_draw_share=self.start_draw_share, imitation=self.imitation,
+                                 start_draw_share=self.start_draw_share,
+                                 push_with_change=self.push_with_change, imitation=self.imitation,
                                  weights=dict(self.weights), randomisation=self.ppo.randomisation,
                                  threads=self.ppo.threads, seed=self.seed)
 
@@ -125,6 +129,8 @@ class VelocityConfig:
                "library_share": self.library_share, "start_draw_share": self.start_draw_share,
                "imitation": self.imitation, "weights": dict(self.weights),
                "seed": self.seed}
+        if self.push_with_change:  # (absent at 0: checkpoints of before the option resume)
+            out["push_with_change"] = self.push_with_change
         if self.action == "residual":  # (absent for absolute: checkpoints of before the residual action resume)
             out.update(action=self.action, residual_bound=self.residual_bound, residual_start=self.residual_start)
         out["ppo"].pop("bc", None)  # the velocity task's BC is ``hidden`` + ``fit``

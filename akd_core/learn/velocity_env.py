@@ -7,7 +7,9 @@ sensors only: the dynamics are the evaluation world's). Per episode a world star
 library demo (its simulated state and PD target, its gait phase) following that frame's command, or with
 ``start_draw_share`` a fresh draw (so that it learns to set off from a stand and to change its gait at once); the
 command is redrawn every ``resample_s`` (a random draw in that range per change): zero with ``zero_share``, a library
-frame's command with ``library_share``, else uniform in the policy's :class:`~akd_core.learn.command.CommandBox`.
+frame's command with ``library_share``, else uniform in the policy's :class:`~akd_core.learn.command.CommandBox`;
+with ``push_with_change`` a command change comes with a push at the same step (the pushes' period restarting there),
+as in the evaluation, whose commands change every 4 s on the pushes' 2 s beat.
 Each world's gait clock (:class:`~akd_core.learn.command.GaitClock`, fitted to the library) advances one control
 period per step under the step's command.
 
@@ -92,6 +94,7 @@ class VelocityEnvConfig:
     zero_share: float = 0.1  # of command draws: stand still
     library_share: float = 0.4  # of command draws: a library frame's command (where the library has data)
     start_draw_share: float = 0.5  # of episodes: a fresh command from the start instead of the start frame's
+    push_with_change: float = 0.0  # of command changes: a push at the same step (the pushes' period restarts there)
     imitation: str = "amp"
     weights: dict[str, float] = field(default_factory=lambda: dict(REWARD_WEIGHTS))
     randomisation: Randomisation | None = None
@@ -100,7 +103,7 @@ class VelocityEnvConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("num_envs", "episode_s", "zero_share", "library_share",
-                                             "start_draw_share", "imitation", "threads", "seed")}
+                                             "start_draw_share", "push_with_change", "imitation", "threads", "seed")}
         out["resample_s"] = list(self.resample_s)
         out["weights"] = dict(self.weights)
         out["randomisation"] = (self.randomisation or Randomisation()).to_dict()
@@ -281,6 +284,8 @@ class VelocityVecEnv:
         for i in due:
             self.command[i] = self.draw_command()
             self.next_command[i] = self.steps[i] + self._resample_after()
+            if self.push_every and self.cfg.push_with_change > 0 and self.rng.uniform() < self.cfg.push_with_change:
+                self.next_push[i] = self.steps[i]  # pushed as the command changes (the evaluation's schedule)
         self._push()
         return reward, fell, timeout, terms
 
