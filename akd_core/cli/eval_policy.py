@@ -126,7 +126,7 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
     tails = report["before_falls"]
     if tails["steps"]:
         share, rest = tails["sq_error_share"], tails["rmse_other_steps"]
-        print(f"  the {tails['window_s']:g} s before each fall ({tails['steps']} steps) hold "
+        print(f"  the {tails['window_s']:g} s before each fall ({tails['steps']} scored steps) hold "
               + ", ".join(f"{fmt(share[a], '.0%')} of the {n} error" for a, n in
                           zip(("vx_mps", "vy_mps", "yaw_rate_radps"), ("vx", "vy", "yaw-rate")))
               + f"; over the other steps RMSE vx {fmt(rest['vx_mps'], '.3f')}, vy {fmt(rest['vy_mps'], '.3f')}, "
