@@ -15,7 +15,7 @@ from akd_core.learn.env import Randomisation, WorldPhysics
 from akd_core.learn.evaluate import EvalConfig, ExpertController, PolicyController, evaluate, passes, write_report
 from akd_core.learn.expert import ExpertConfig
 from akd_core.learn.policy import check_robot_matches, load_policy
-from akd_core.learn.velocity_eval import VelocityEvalConfig, evaluate_velocity
+from akd_core.learn.velocity_eval import AXES, VelocityEvalConfig, evaluate_velocity
 from akd_core.model.load import load_robot
 from akd_core.motion.program import read_commands
 
@@ -127,8 +127,7 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
     if tails["steps"]:
         share, rest = tails["sq_error_share"], tails["rmse_other_steps"]
         print(f"  the {tails['window_s']:g} s before each fall ({tails['steps']} scored steps) hold "
-              + ", ".join(f"{fmt(share[a], '.0%')} of the {n} error" for a, n in
-                          zip(("vx_mps", "vy_mps", "yaw_rate_radps"), ("vx", "vy", "yaw-rate")))
+              + ", ".join(f"{fmt(share[a], '.0%')} of the {n} error" for a, n in zip(AXES, ("vx", "vy", "yaw-rate")))
               + f"; over the other steps RMSE vx {fmt(rest['vx_mps'], '.3f')}, vy {fmt(rest['vy_mps'], '.3f')}, "
               f"yaw rate {fmt(rest['yaw_rate_radps'], '.3f')}")
     gait = report["gait_windows"]
