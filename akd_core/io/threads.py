@@ -38,7 +38,8 @@ def flush_subnormals() -> None:
     An x86 core takes ~100 cycles over each subnormal operand. A softmax over many candidates, most of whose weights
     underflow through the subnormal range, is all of them: a residual velocity policy's library feedforward (a
     softmax over every library frame, akd_core.learn.velocity_feedforward) took 9.4 ms of CPU per call at 64 x 20040
-    frames, 3.6 ms with them flushed, and its BC targets (20040 x 20040) 6.0 s each, 2.8 s flushed. No learning figure needs numbers below 1e-38."""
+    frames, 3.6 ms with them flushed, and its BC targets (20040 x 20040) 6.0 s each, 2.8 s flushed. No learning
+    figure needs numbers below 1e-38."""
     import torch
 
     torch.set_flush_denormal(True)
