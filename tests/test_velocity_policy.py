@@ -571,6 +571,17 @@ def test_learning_loops_flush_subnormal_floats_to_zero():
     assert tiny.item() == 0.0
 
 
+def test_residual_zero_start_reports_the_error_of_its_own_targets(library, quadruped):
+    """The bare feedforward's error, computed once from the library frames, is what the policy sends."""
+    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=0, **TINY_PPO))
+    policy, _, metrics = train_velocity(library, quadruped, cfg, progress=False)
+    dataset, _, _ = load_library(library)
+    obs, targets = velocity_samples(dataset, LibraryFrames.from_dataset(dataset, quadruped))
+    rmse = float(np.sqrt(np.mean((policy.act(obs) - targets) ** 2)))
+    assert metrics["bc"]["method"] == "feedforward" and rmse > 0.0
+    assert metrics["bc"]["target_rmse_rad"] == pytest.approx(rmse, rel=1e-5)
+
+
 @pytest.fixture(scope="module")
 def residual(library, quadruped, tmp_path_factory):
     """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""

@@ -81,9 +81,13 @@ class TrackingPolicy(nn.Module):
         if self.action_mode == "residual":  # the pre-tanh residual on the library feedforward
             with torch.no_grad():
                 ff = self.feedforward(torch.as_tensor(obs, dtype=torch.float32)).numpy()
-                bound = self.feedforward.bound.numpy()
-            return np.arctanh(np.clip((targets - ff) / bound, -0.95, 0.95))
+            return self.residual_actions(ff, targets)
         return targets - obs[:, self.ref_slice] if self.action_mode == "reference" else targets
+
+    def residual_actions(self, feedforward: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """The pre-tanh residual (N, J) that takes the library feedforward's targets (N, J) to ``targets`` (N, J)."""
+        bound = self.feedforward.bound.numpy()
+        return np.arctanh(np.clip((targets - feedforward) / bound, -0.95, 0.95))
 
     def set_normalisation(self, obs: np.ndarray, actions: np.ndarray, floor: float = DEFAULT_STD_FLOOR) -> None:
         """Mean/std from training observations (N, D) and actions (N, J); stds floored at ``floor`` so a nearly
