@@ -42,7 +42,12 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from akd_core.io.errors import AKDError, ConfigError, MotionError
 from akd_core.io.signals import stop_on_sigint
 from akd_core.learn.command import CommandBox, GaitClock
-from akd_core.learn.observation import build_observations, velocity_observations
+from akd_core.learn.observation import (
+    ObservationHistory,
+    build_observations,
+    history_frames,
+    velocity_observations,
+)
 from akd_core.learn.onnx_export import OnnxPolicy
 from akd_ros.convert import NS_PER_S, duration_msg, float64_array_msg, time_msg
 
@@ -106,6 +111,8 @@ class PolicyNode(Node):
             self.box = CommandBox.from_dict(self.policy.command["box"])
             self.clock = GaitClock.from_dict(self.policy.command["clock"])
             self.phase = float(np.asarray(self.policy.start_states[opts.clip].get("phase", 0.0)).reshape(-1)[0])
+            frames = history_frames(self.policy.layout, len(self.policy.joint_names))
+            self.history = ObservationHistory(1, frames, len(self.policy.joint_names)) if frames > 0 else None
         elif not 0 <= opts.clip < len(self.policy.clips):
             raise ConfigError(f"clip {opts.clip} is out of range: {opts.policy} holds {len(self.policy.clips)} clips")
         else:
@@ -201,6 +208,8 @@ class PolicyNode(Node):
             command = self.command()
             obs = velocity_observations(position[None], velocity[None], self.last_target[None], quat[None],
                                         gyro[None], command[None], np.array([self.phase]))
+            if self.history is not None:
+                obs = self.history.observe(obs)
             self.phase = float(self.clock.advance(self.phase, command, self.policy.dt))
             if self.twist_pub is not None:
                 out = TwistStamped()

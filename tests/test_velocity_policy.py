@@ -38,8 +38,11 @@ from akd_core.learn.motion_library import (
     style_segments,
 )
 from akd_core.learn.observation import (
+    ObservationHistory,
+    history_frames,
     noise_scales,
     observation_slices,
+    stack_history,
     velocity_observation_layout,
     velocity_observations,
 )
@@ -79,6 +82,7 @@ from tests.policy_runs import dataset_of, feedforward_run
 
 CALM = dict(push_mps=0.0, push_every_s=0.0, friction=(1.0, 1.0), mass_scale=(1.0, 1.0), obs_noise=0.0,
             latency_s=(0.0, 0.0))
+HISTORY = 2  # control steps of history in the ``trained`` fixture's policy
 TINY_PPO = dict(num_envs=4, steps_per_env=8, critic_warmup=1, episode_s=2.0, checkpoint_every=1, threads=1)
 
 
@@ -116,9 +120,11 @@ def library(tmp_path_factory, quadruped) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(library, quadruped, tmp_path_factory):
-    """BC + 2 PPO iterations on the tiny library with motion matching, checkpointed."""
+    """BC + 2 PPO iterations on the tiny library with motion matching and a history of HISTORY steps, checkpointed
+    (the residual fixture has none: both observations are covered)."""
     out = tmp_path_factory.mktemp("velocity_policy")
-    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=2, **TINY_PPO))
+    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=2, **TINY_PPO),
+                         history=HISTORY)
     policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "v.pt.ckpt", progress=False)
     save_policy(out / "v.pt", policy, meta)
     return out / "v.pt", policy, meta, metrics
@@ -159,6 +165,58 @@ def test_velocity_observation_has_measured_terms_and_the_command_in_its_slot(qua
     np.testing.assert_allclose(obs[:, observation_slices(layout)["clock"]], [[0, 1], [1, 0]], atol=1e-7)
     np.testing.assert_allclose(obs[:, observation_slices(layout)["gravity_body"]], [[0, 0, -1]] * 2, atol=1e-7)
     assert np.all(noise_scales(j, layout)[3 * j + 6:] == 0.0)  # command and clock are given, not measured
+
+
+def test_observation_history_holds_the_steps_before_newest_first_and_a_start_repeats_its_first(quadruped):
+    j = quadruped.num_dofs
+    size = 3 * j + 6
+    layout = velocity_observation_layout(j, 3)
+    assert layout[-1] == ("history", 3 * size) and history_frames(layout, j) == 3
+    assert history_frames(velocity_observation_layout(j), j) == 0
+    assert history_frames(layout[:-1] + [("history", 3 * size + 1)], j) == -1
+    steps = np.arange(6 * 2 * (3 * j + 11), dtype=np.float32).reshape(6, 2, 3 * j + 11)  # 6 steps of 2 robots
+    history = ObservationHistory(2, 3, j)
+    out = [history.observe(steps[0])]
+    np.testing.assert_array_equal(out[0][:, 3 * j + 11:], np.tile(steps[0][:, :size], 3))  # a start: its first
+    for t in range(1, 4):
+        out.append(history.observe(steps[t]))
+    np.testing.assert_array_equal(out[3][:, :3 * j + 11], steps[3])
+    np.testing.assert_array_equal(out[3][:, 3 * j + 11:], np.concatenate([steps[2][:, :size], steps[1][:, :size],
+                                                                          steps[0][:, :size]], axis=1))
+    history.reset([1])  # robot 1 restarts: its past is forgotten, robot 0's kept
+    after = history.observe(steps[4])
+    np.testing.assert_array_equal(after[1, 3 * j + 11:], np.tile(steps[4][1, :size], 3))
+    np.testing.assert_array_equal(after[0, 3 * j + 11:3 * j + 11 + size], steps[3][0, :size])
+    # a demo's sequence at once is what the steps give one by one
+    np.testing.assert_array_equal(stack_history(steps[:4, 0], 3, j), np.stack([o[0] for o in out]))
+
+
+def test_training_worlds_see_their_own_past_and_forget_it_when_they_restart(library, quadruped):
+    dataset, box, _ = load_library(library)
+    frames = LibraryFrames.from_dataset(dataset, quadruped)
+    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
+                         [demo_starts(d) for d in dataset.demos], box,
+                         VelocityEnvConfig(num_envs=2, threads=1, history=2, randomisation=Randomisation(**CALM)))
+    j, size = quadruped.num_dofs, 3 * quadruped.num_dofs + 6
+    first, _ = env.observations()
+    assert first.shape[1] == 3 * j + 11 + 2 * size
+    env.step(env.targets[:, 1].copy())
+    second, _ = env.observations()
+    np.testing.assert_allclose(second[:, 3 * j + 11:3 * j + 11 + size], first[:, :size], atol=1e-6)
+    env.step(env.targets[:, 1].copy())
+    env.reset_world(0)
+    third, _ = env.observations()
+    np.testing.assert_allclose(third[0, 3 * j + 11:], np.tile(third[0, :size], 2), atol=1e-6)  # restarted
+    np.testing.assert_allclose(third[1, 3 * j + 11 + size:], first[1, :size], atol=1e-6)  # two steps back
+
+
+def test_a_policy_file_with_a_broken_history_is_refused(trained, tmp_path):
+    path, _, _, _ = trained
+    payload = torch.load(path, weights_only=False)
+    payload["obs_layout"][-1] = ["history", payload["obs_layout"][-1][1] + 1]
+    torch.save(payload, tmp_path / "broken.pt")
+    with pytest.raises(ConfigError, match="observation layout"):
+        load_policy(tmp_path / "broken.pt")
 
 
 def test_heading_velocity_is_the_base_velocity_in_the_yaw_frame():
@@ -366,13 +424,14 @@ def test_bc_then_ppo_checkpoints_and_resumes(trained, library, quadruped, tmp_pa
     np.testing.assert_allclose(loaded.act(obs), policy.act(obs))
     # the same run with one iteration more goes on from the checkpoint: the first two iterations are not redone
     checkpoint = path.with_name(path.name + ".ckpt")
-    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=3, **TINY_PPO))
+    cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=3, **TINY_PPO),
+                         history=HISTORY)
     _, _, resumed = train_velocity(library, quadruped, cfg, checkpoint=checkpoint, progress=False)
     assert len(resumed["history"]) == 3
     assert resumed["history"][:2] == metrics["history"]
     # another configuration does not resume it
     other = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=1, **TINY_PPO),
-                           zero_share=0.3)
+                           history=HISTORY, zero_share=0.3)
     _, _, fresh = train_velocity(library, quadruped, other, checkpoint=checkpoint, progress=False)
     assert len(fresh["history"]) == 1
 
@@ -510,6 +569,8 @@ def test_onnx_export_carries_the_command_slot_and_matches_torch(trained, tmp_pat
     assert onnx_policy.command["indices"] == meta.command["indices"]
     assert onnx_policy.command["units"] == ["m/s", "m/s", "rad/s"] and onnx_policy.command["frame"] == "heading"
     assert onnx_policy.meta["reference_offsets"] == []
+    assert onnx_policy.layout[-1] == ("history", HISTORY * (3 * len(meta.joint_names) + 6))
+    assert onnx_policy.meta["history"]["steps"] == HISTORY and onnx_policy.meta["history"]["terms"][0] == "joint_pos"
     obs = np.random.default_rng(1).normal(size=(16, onnx_policy.obs_dim)).astype(np.float32)
     obs[:, slice(*meta.command["indices"])] = [0.4, 0.0, 0.2]
     with torch.no_grad():

@@ -135,6 +135,9 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     vel.add_argument("--push-with-change", type=float, default=VelocityConfig.push_with_change, metavar="SHARE",
                      help="share of command changes that come with a push at the same step, as in eval-policy's "
                           f"schedule (default {VelocityConfig.push_with_change:g})")
+    vel.add_argument("--history", type=int, default=VelocityConfig.history, metavar="STEPS",
+                     help="the policy also sees the measured terms (joints, last target, IMU) of this many earlier "
+                          f"control steps (default {VelocityConfig.history}: the current step only)")
     vel.add_argument("--reward-weight", action="append", default=[], metavar="TERM=W",
                      help=f"override a reward weight (repeatable; terms {', '.join(REWARD_WEIGHTS)})")
 
@@ -176,7 +179,7 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
                     seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
                          library_share=args.library_share, push_with_change=args.push_with_change,
-                         imitation=args.imitation, action=args.action,
+                         history=args.history, imitation=args.imitation, action=args.action,
                          residual_bound=args.residual_bound, residual_start=args.residual_start,
                          weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)

@@ -33,11 +33,15 @@ without the heading error, plus the command instead of a reference:
 | joint_pos, joint_vel, last_target, gravity_body, ang_vel_body | J, J, J, 3, 3 | as above |
 | command | 3 | vx, vy (m/s) and yaw rate (rad/s) in the heading frame (:mod:`akd_core.learn.command`) |
 | clock | 2 | sin, cos of the gait clock's phase (:class:`akd_core.learn.command.GaitClock`) |
+| history | H (3J + 6) | ``--history H``: those five terms of the H steps before, newest first |
 
-The command and the clock are given, not measured: they get no noise.
+The command and the clock are given, not measured: they get no noise. The history repeats what the policy saw, noise
+included.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -58,17 +62,73 @@ def observation_layout(num_joints: int) -> list[tuple[str, int]]:
             ("ref_lin_vel_heading", 3), ("ref_yaw_rate", 1), ("ref_gravity_body", 3)]
 
 
-def velocity_observation_layout(num_joints: int) -> list[tuple[str, int]]:
-    """Names and sizes of a velocity-command policy's observation terms, in order (module docstring)."""
+HISTORY_TERMS = ("joint_pos", "joint_vel", "last_target", "gravity_body", "ang_vel_body")  # what a history repeats
+MAX_HISTORY = 50  # control steps
+
+
+def history_size(num_joints: int) -> int:
+    """Columns of one step of history: the measured terms (:data:`HISTORY_TERMS`), 3J + 6."""
+    return 3 * num_joints + 6
+
+
+def velocity_observation_layout(num_joints: int, history: int = 0) -> list[tuple[str, int]]:
+    """Names and sizes of a velocity-command policy's observation terms, in order (module docstring); ``history``
+    control steps of the measured terms before this one at the end (:class:`ObservationHistory`)."""
     j = num_joints
-    return [("joint_pos", j), ("joint_vel", j), ("last_target", j), ("gravity_body", 3), ("ang_vel_body", 3),
-            ("command", 3), ("clock", 2)]
+    layout = [("joint_pos", j), ("joint_vel", j), ("last_target", j), ("gravity_body", 3), ("ang_vel_body", 3),
+              ("command", 3), ("clock", 2)]
+    return layout + ([("history", history * history_size(j))] if history > 0 else [])
 
 
-def task_layout(task: str, num_joints: int) -> list[tuple[str, int]]:
-    """The observation layout of a policy of ``task`` ("reference" or "velocity")."""
+def history_frames(layout: list[tuple[str, int]], num_joints: int) -> int:
+    """Control steps of history in an observation layout (0: none; a size that is not whole steps: -1)."""
+    size = dict(layout).get("history", 0)
+    steps, rest = divmod(size, history_size(num_joints))
+    return -1 if rest else steps
+
+
+class ObservationHistory:
+    """The measured terms (:data:`HISTORY_TERMS`, the first 3J + 6 columns of a velocity observation) of the last
+    ``frames`` control steps of N robots, newest first, as a policy trained with ``--history`` sees them after its
+    current observation. They are the observations the policy saw, noise included, as a robot's would be. A robot
+    just (re)started has no past: its slots all hold its first observation's terms.
+
+    Call :meth:`observe` once per control step."""
+
+    def __init__(self, rows: int, frames: int, num_joints: int):
+        self.frames, self.size = int(frames), history_size(num_joints)
+        self.past = np.zeros((rows, self.frames, self.size), np.float32)
+        self.fresh = np.ones(rows, bool)
+
+    def reset(self, rows: Any = slice(None)) -> None:
+        """Forget the past of ``rows`` (indices, a mask or a slice; default all)."""
+        self.fresh[rows] = True
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """This step's observations (N, D) without history -> with it (N, D + frames (3J + 6)) float32; then this
+        step's terms become the newest of the past."""
+        obs = np.asarray(obs, dtype=np.float32)
+        terms = obs[:, :self.size]
+        self.past[self.fresh] = terms[self.fresh][:, None, :]
+        self.fresh[:] = False
+        out = np.concatenate([obs, self.past.reshape(len(obs), -1)], axis=1)
+        self.past[:, 1:] = self.past[:, :-1].copy()
+        self.past[:, 0] = terms
+        return out
+
+
+def stack_history(obs: np.ndarray, frames: int, num_joints: int) -> np.ndarray:
+    """One robot's observation sequence (T, D) -> with its history (T, D + frames (3J + 6)) float32, as
+    :class:`ObservationHistory` builds it step by step from the first row."""
+    obs = np.asarray(obs, dtype=np.float32)
+    size, t = history_size(num_joints), np.arange(len(obs))
+    return np.concatenate([obs] + [obs[np.maximum(t - h, 0), :size] for h in range(1, frames + 1)], axis=1)
+
+
+def task_layout(task: str, num_joints: int, history: int = 0) -> list[tuple[str, int]]:
+    """The observation layout of a policy of ``task`` ("reference" or "velocity", with ``history`` steps)."""
     if task == "velocity":
-        return velocity_observation_layout(num_joints)
+        return velocity_observation_layout(num_joints, history)
     if task == "reference":
         return observation_layout(num_joints)
     raise ValueError(f"unknown policy task {task!r}; one of {TASKS}")

@@ -25,7 +25,10 @@ library demos' first states (a stand in an ``akd library`` clip) with their gait
 "residual" the graph also holds the library feedforward (initializers ``ff_*``: a table of library frames' keys and
 PD targets, :class:`akd_core.learn.velocity_feedforward.LibraryFeedforward`): ``pd_target`` is that feedforward at
 ``obs``'s command and clock plus the bounded residual; ``feedforward`` in the metadata states the rule. The caller
-runs the graph as for any policy: nothing of the library is needed at run time.
+runs the graph as for any policy: nothing of the library is needed at run time. A policy trained with ``--history``
+ends ``obs`` with a ``history`` term, and ``history`` in the metadata says what it holds: ``{"steps": H, "terms":
+[...], "order": ...}``, the measured terms of the H control steps before the current one, newest first
+(:class:`akd_core.learn.observation.ObservationHistory`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import numpy as np
 
 from akd_core.io.errors import ConfigError, DependencyError
 from akd_core.io.fileio import atomic_path
-from akd_core.learn.observation import REFERENCE_OFFSETS, observation_slices
+from akd_core.learn.observation import HISTORY_TERMS, REFERENCE_OFFSETS, history_frames, observation_slices
 from akd_core.learn.policy import PolicyMeta, TrackingPolicy
 from akd_core.learn.reference import ReferenceClip
 from akd_core.learn.velocity_feedforward import FF_COMMAND_SCALE, FF_MOVING_RAMP, FF_PHASE_SCALE
@@ -94,6 +97,11 @@ def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
     }
     if meta.task == "velocity":
         fields["command"] = meta.command
+        steps = history_frames(meta.obs_layout, len(meta.joint_names))
+        if steps > 0:
+            fields["history"] = {"steps": steps, "terms": list(HISTORY_TERMS),
+                                 "order": "newest first: the terms of obs's first columns one control step ago, two "
+                                          "steps ago, ...; at a start every slot holds the first observation's terms"}
     if action_mode == "residual":
         fields["feedforward"] = {
             "initializers": {"keys": "ff_keys_t", "half_key_sq": "ff_half_key_sq", "targets": "ff_targets",

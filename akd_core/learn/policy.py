@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.io.fileio import atomic_path
-from akd_core.learn.observation import TASKS, observation_slices, task_layout
+from akd_core.learn.observation import TASKS, history_frames, observation_slices, task_layout
 from akd_core.learn.reference import ReferenceClip
 from akd_core.learn.velocity_feedforward import LibraryFeedforward
 from akd_core.model.robot import Robot
@@ -177,7 +177,8 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
     layout = [(str(n), int(s)) for n, s in payload["obs_layout"]]
     joint_names = [str(n) for n in payload["joint_names"]]
     task = str(payload.get("task", "reference"))
-    if task not in TASKS or layout != task_layout(task, len(joint_names)):
+    history = history_frames(layout, len(joint_names)) if task == "velocity" else 0
+    if task not in TASKS or history < 0 or layout != task_layout(task, len(joint_names), history):
         raise ConfigError(f"{path}: the policy's observation layout is not this AKD's; retrain with "
                           "`akd train-policy`")
     feedforward = None

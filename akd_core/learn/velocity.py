@@ -6,7 +6,9 @@
 - **Observation** (:func:`akd_core.learn.observation.velocity_observation_layout`): joint encoders, last PD target,
   IMU gravity and gyro, the command and a gait clock (:class:`~akd_core.learn.command.GaitClock`: a phase running at
   the library's stride frequency for the command, stopped while it asks to stand; without it a policy standing
-  still never sets off, since the library's stands look the same at every command); **action** (``action``):
+  still never sets off, since the library's stands look the same at every command); with ``history`` also the
+  measured terms of that many earlier control steps (:class:`~akd_core.learn.observation.ObservationHistory`);
+  **action** (``action``):
   absolute PD targets (normalised by the library's targets), or ``residual``: a bounded residual on the library
   feedforward at the command and gait phase (:mod:`akd_core.learn.velocity_feedforward`, PMTG-style; the table of
   library frames is part of the policy and of its ONNX graph).
@@ -47,8 +49,10 @@ from akd_core.learn.command import COMMAND_NAMES, COMMAND_UNITS, CommandBox, lib
 from akd_core.learn.dataset import PolicyDataset, load_dataset
 from akd_core.learn.motion_library import LibraryFrames
 from akd_core.learn.observation import (
+    MAX_HISTORY,
     body_angular_velocity,
     observation_slices,
+    stack_history,
     velocity_observation_layout,
     velocity_observations,
 )
@@ -87,6 +91,7 @@ class VelocityConfig:
     library_share: float = 0.4
     start_draw_share: float = 0.5
     push_with_change: float = 0.0  # share of command changes pushed at the same step (velocity_env.py)
+    history: int = 0  # control steps of measured terms before the current ones in the observation
     imitation: str = "amp"  # it beat motion matching on falls and vx RMSE (docs/policy.md)
     action: str = "absolute"  # or "residual": a bounded residual on the library feedforward (velocity_feedforward.py)
     residual_bound: float = RESIDUAL_BOUND_RAD
@@ -108,6 +113,8 @@ class VelocityConfig:
             raise ConfigError(f"--resample-seconds must be LO,HI with 0 < LO <= HI, got {lo},{hi}")
         if not (0 <= self.zero_share and 0 <= self.library_share and self.zero_share + self.library_share <= 1):
             raise ConfigError("--zero-share and --library-share must be non-negative and sum to at most 1")
+        if not 0 <= self.history <= MAX_HISTORY:
+            raise ConfigError(f"--history must be 0..{MAX_HISTORY} control steps, got {self.history}")
         if not 0 <= self.push_with_change <= 1:
             raise ConfigError(f"--push-with-change must be a share in [0, 1], got {self.push_with_change}")
         unknown = sorted(set(self.weights) - set(REWARD_WEIGHTS))
@@ -119,7 +126,8 @@ class VelocityConfig:
         return VelocityEnvConfig(num_envs=self.ppo.num_envs, episode_s=self.ppo.episode_s, resample_s=self.resample_s,
                                  zero_share=self.zero_share, library_share=self.library_share,
                                  start_draw_share=self.start_draw_share,
-                                 push_with_change=self.push_with_change, imitation=self.imitation,
+                                 push_with_change=self.push_with_change, history=self.history,
+                                 imitation=self.imitation,
                                  weights=dict(self.weights), randomisation=self.ppo.randomisation,
                                  threads=self.ppo.threads, seed=self.seed)
 
@@ -131,6 +139,8 @@ class VelocityConfig:
                "seed": self.seed}
         if self.push_with_change:  # (absent at 0: checkpoints of before the option resume)
             out["push_with_change"] = self.push_with_change
+        if self.history:  # (likewise)
+            out["history"] = self.history
         if self.action == "residual":  # (absent for absolute: checkpoints of before the residual action resume)
             out.update(action=self.action, residual_bound=self.residual_bound, residual_start=self.residual_start)
         out["ppo"].pop("bc", None)  # the velocity task's BC is ``hidden`` + ``fit``
@@ -183,16 +193,19 @@ def load_library(path: str | Path) -> tuple[PolicyDataset, CommandBox, str]:
     return dataset, CommandBox.from_commands(np.concatenate(commands)), f"the commands of {file}"
 
 
-def velocity_samples(dataset: PolicyDataset, frames: LibraryFrames) -> tuple[np.ndarray, np.ndarray]:
-    """Behaviour-cloning pairs over every demo: observations (N, 3J + 11) of states 0..T-2 with the command each
-    followed and the library's gait phase there, and the next PD targets (N, J)."""
+def velocity_samples(dataset: PolicyDataset, frames: LibraryFrames,
+                     history: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Behaviour-cloning pairs over every demo: observations (N, 3J + 11, then ``history`` x (3J + 6): the demo's
+    earlier steps, its first repeated before it) of states 0..T-2 with the command each followed and the library's
+    gait phase there, and the next PD targets (N, J)."""
     obs, targets = [], []
     for i, d in enumerate(dataset.demos):
         k = np.arange(d.num_frames - 1)
         quat = d.root_quat[k]
         phase = frames.phase[frames.demo == i][k]
-        obs.append(velocity_observations(d.joint_pos[k], d.joint_vel[k], d.actions[k], quat,
-                                         body_angular_velocity(quat, d.root_ang_vel[k]), d.command[k], phase))
+        demo = velocity_observations(d.joint_pos[k], d.joint_vel[k], d.actions[k], quat,
+                                     body_angular_velocity(quat, d.root_ang_vel[k]), d.command[k], phase)
+        obs.append(stack_history(demo, history, d.joint_pos.shape[1]) if history else demo)
         targets.append(d.actions[k + 1].astype(np.float32))
     return np.concatenate(obs), np.concatenate(targets)
 
@@ -218,10 +231,10 @@ def velocity_targets(policy: TrackingPolicy, raw_obs: np.ndarray, action: torch.
 
 
 def velocity_meta(dataset: PolicyDataset, robot: Robot, box: CommandBox, frames: LibraryFrames, hidden, method: str,
-                  train: dict[str, Any], action_mode: str = "absolute") -> PolicyMeta:
+                  train: dict[str, Any], action_mode: str = "absolute", history: int = 0) -> PolicyMeta:
     """The policy file's metadata: the library demos' states and gait phases (where evaluation episodes start), the
     command box and slot, the gait clock, the library's gait per command."""
-    layout = velocity_observation_layout(robot.num_dofs)
+    layout = velocity_observation_layout(robot.num_dofs, history)
     slices = observation_slices(layout)
     slot, clock = slices["command"], slices["clock"]
     starts = [{**demo_starts(d), "phase": frames.phase[frames.demo == i].astype(np.float32)}
@@ -241,7 +254,7 @@ def train_velocity_bc(dataset: PolicyDataset, frames: LibraryFrames, robot: Robo
                       progress: bool = True) -> tuple[TrackingPolicy, dict[str, Any]]:
     """Behaviour cloning of a velocity-command policy on the library (module docstring)."""
     generator = torch.Generator().manual_seed(cfg.seed)
-    obs, targets = velocity_samples(dataset, frames)
+    obs, targets = velocity_samples(dataset, frames, cfg.history)
     if cfg.action == "absolute":
         policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, "absolute", task="velocity")
         result = fit(policy, obs, targets, cfg.fit, generator, progress=progress, desc="train velocity bc")
@@ -311,4 +324,5 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
                "dataset": str(dataset.path), "box": box.to_dict(), "box_source": box_source,
                "imitation": cfg.imitation, "action": cfg.action,
                "privileged_critic_terms": privileged_size(len(frames.foot_names))}
-    return policy, velocity_meta(dataset, robot, box, frames, cfg.hidden, method, metrics, policy.action_mode), metrics
+    return policy, velocity_meta(dataset, robot, box, frames, cfg.hidden, method, metrics, policy.action_mode,
+                                 cfg.history), metrics

@@ -53,6 +53,7 @@ from akd_core.learn.motion_library import (
     MotionMatcher,
 )
 from akd_core.learn.observation import (
+    ObservationHistory,
     body_angular_velocity,
     noise_scales,
     velocity_observation_layout,
@@ -95,6 +96,7 @@ class VelocityEnvConfig:
     library_share: float = 0.4  # of command draws: a library frame's command (where the library has data)
     start_draw_share: float = 0.5  # of episodes: a fresh command from the start instead of the start frame's
     push_with_change: float = 0.0  # of command changes: a push at the same step (the pushes' period restarts there)
+    history: int = 0  # control steps of measured terms before the current ones in the observation
     imitation: str = "amp"
     weights: dict[str, float] = field(default_factory=lambda: dict(REWARD_WEIGHTS))
     randomisation: Randomisation | None = None
@@ -103,7 +105,8 @@ class VelocityEnvConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("num_envs", "episode_s", "zero_share", "library_share",
-                                             "start_draw_share", "push_with_change", "imitation", "threads", "seed")}
+                                             "start_draw_share", "push_with_change", "history", "imitation", "threads",
+                                             "seed")}
         out["resample_s"] = list(self.resample_s)
         out["weights"] = dict(self.weights)
         out["randomisation"] = (self.randomisation or Randomisation()).to_dict()
@@ -154,7 +157,8 @@ class VelocityVecEnv:
         self.qvel0 = self.engine.state_qvel + self.engine.root_v
         self.max_step = max_target_step(robot, 1.0 / self.dt)
         self.effort = np.asarray(params.effort, np.float64)
-        self.noise_scale = noise_scales(self.j, velocity_observation_layout(self.j))
+        self.noise_scale = noise_scales(self.j, velocity_observation_layout(self.j))  # the current terms only
+        self.history = ObservationHistory(self.n, cfg.history, self.j) if cfg.history > 0 else None
         self.matcher = MotionMatcher(frames) if cfg.imitation == "match" else None
         self.clock = frames.gait_clock()
         self.weights = dict(cfg.weights)
@@ -199,6 +203,8 @@ class VelocityVecEnv:
     def reset_world(self, i: int) -> None:
         """A new episode in world ``i`` with fresh draws (module docstring)."""
         rng, rand = self.rng, self.rand
+        if self.history is not None:
+            self.history.reset(i)
         row = int(self.start_rows[rng.integers(len(self.start_rows))])
         self.place(i, int(self.frames.demo[row]), int(self.frames.frame[row]), friction=rng.uniform(*rand.friction),
                    mass_scale=rng.uniform(*rand.mass_scale), latency_s=rng.uniform(*rand.latency_s))
@@ -230,7 +236,8 @@ class VelocityVecEnv:
         return self.engine._body_states(self.physics_state)
 
     def observations(self, noisy: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Actor observations (N, 3J + 9) (noise when ``noisy``) and the privileged critic terms (N, 6 + K)."""
+        """Actor observations (N, 3J + 11, then ``history`` x (3J + 6)) (noise when ``noisy``) and the privileged
+        critic terms (N, 6 + K)."""
         body = self._body()
         quat = body.root_quat
         gyro = body_angular_velocity(quat, body.root_ang_vel)
@@ -238,6 +245,8 @@ class VelocityVecEnv:
                                     self.phase).astype(np.float64)
         if noisy and self.rand.obs_noise > 0:
             obs = obs + self.rng.uniform(-1.0, 1.0, obs.shape) * self.noise_scale * self.rand.obs_noise
+        if self.history is not None:  # (one call per control step: run_ppo observes once after each step)
+            obs = self.history.observe(obs).astype(np.float64)
         rot = quat_to_matrix(quat)
         v_body = np.einsum("nji,nj->ni", rot, body.root_lin_vel)
         privileged = np.concatenate([v_body, body.root_pos[:, 2:3], self.friction[:, None], self.mass_scale[:, None],

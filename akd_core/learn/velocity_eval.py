@@ -57,7 +57,9 @@ from akd_core.learn.env import Randomisation, SimWorld, WorldPhysics, draw_episo
 from akd_core.learn.evaluate import start_state
 from akd_core.learn.motion_library import FOOT_CONTACT_HEIGHT_M, foot_heights, style_segments, style_summary
 from akd_core.learn.observation import (
+    ObservationHistory,
     body_angular_velocity,
+    history_frames,
     sample_noise,
     velocity_observation_layout,
     velocity_observations,
@@ -121,7 +123,9 @@ class VelocityController:
         self.box = CommandBox.from_dict(meta.command["box"])
         self.clock = GaitClock.from_dict(meta.command["clock"])
         self.dt = meta.dt
-        self.layout = velocity_observation_layout(len(meta.joint_names))
+        self.layout = velocity_observation_layout(len(meta.joint_names))  # the noise's: the current terms
+        frames = history_frames(meta.obs_layout, len(meta.joint_names))
+        self.history = ObservationHistory(1, frames, len(meta.joint_names)) if frames > 0 else None
         self.rng = np.random.default_rng(0)
         self.phase = 0.0
         self.name = meta.method
@@ -136,6 +140,8 @@ class VelocityController:
     def begin(self, noise_seed: int, phase: float = 0.0) -> None:
         self.rng = np.random.default_rng(noise_seed)
         self.phase = float(phase)
+        if self.history is not None:
+            self.history.reset()
 
     def act(self, world: SimWorld, state, command: np.ndarray) -> np.ndarray:
         """The PD target for ``command`` (3,) at ``state``; the gait clock then advances one period."""
@@ -145,6 +151,8 @@ class VelocityController:
         obs = velocity_observations(state.joint_pos[None], state.joint_vel[None], world.last_target[None], quat,
                                     body_angular_velocity(quat, state.root_ang_vel[None]), command[None],
                                     np.array([self.phase]), noise)
+        if self.history is not None:
+            obs = self.history.observe(obs)
         self.phase = float(self.clock.advance(self.phase, command, self.dt))
         return self.policy.act(obs)[0]
 
