@@ -561,7 +561,8 @@ def test_onnx_export_carries_the_command_slot_and_matches_torch(trained, tmp_pat
     path, policy, meta, _ = trained
     out = tmp_path / "v.onnx"
     assert main(["export-policy", str(path), "-o", str(out)]) == 0
-    assert "the command vx, vy, yaw_rate" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "the command vx, vy, yaw_rate" in printed and f"the {HISTORY} steps before at obs[" in printed
     from akd_core.learn.onnx_export import OnnxPolicy
 
     onnx_policy = OnnxPolicy(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from akd_core.learn.observation import history_frames, observation_slices
 from akd_core.learn.onnx_export import export_onnx
 from akd_core.learn.policy import load_policy
 
@@ -23,6 +24,10 @@ def run(args: argparse.Namespace) -> int:
         start, stop = meta.command["indices"]
         command = (f"; the command {', '.join(meta.command['names'])} ({', '.join(meta.command['units'])}, heading "
                    f"frame) at obs[{start}:{stop}]")
+        history = observation_slices(meta.obs_layout).get("history")
+        if history is not None:
+            steps = history_frames(meta.obs_layout, len(meta.joint_names))
+            command += f"; the {steps} steps before at obs[{history.start}:{history.stop}], newest first"
     print(f"{args.policy} -> {path} (input 'obs' [N, {sum(s for _, s in meta.obs_layout)}], output 'pd_target' "
           f"[N, {len(meta.joint_names)}] absolute PD targets in rad, {1.0 / meta.dt:g} Hz{command})")
     return 0
