@@ -644,6 +644,18 @@ def test_residual_zero_start_reports_the_error_of_its_own_targets(library, quadr
     assert metrics["bc"]["target_rmse_rad"] == pytest.approx(rmse, rel=1e-5)
 
 
+def test_an_entropy_bonus_keeps_the_exploration_std_up(library, quadruped):
+    """Without one, PPO's std only shrinks over a run (0.10 -> 0.03 in 2000 iterations of a1's residual)."""
+    stds = {}
+    for coef in (0.0, 0.5):
+        cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=3, entropy=coef, **TINY_PPO))
+        _, _, metrics = train_velocity(library, quadruped, cfg, progress=False)
+        stds[coef] = metrics["history"][-1]["action_std"]
+    assert stds[0.5] > stds[0.0]
+    with pytest.raises(ConfigError, match="--entropy"):
+        PPOConfig(entropy=-0.1).check()
+
+
 @pytest.fixture(scope="module")
 def residual(library, quadruped, tmp_path_factory):
     """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""

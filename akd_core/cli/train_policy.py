@@ -108,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     ppo.add_argument("--ppo-kl", type=float, default=PPOConfig.desired_kl,
                      help=f"KL divergence per iteration the actor's learning rate is adapted to "
                           f"(default {PPOConfig.desired_kl:g})")
+    ppo.add_argument("--entropy", type=float, default=PPOConfig.entropy, metavar="COEF",
+                     help="entropy bonus of the actor's loss (rsl-rl's entropy_coef): keeps its exploration std from "
+                          f"shrinking toward zero over a long run (default {PPOConfig.entropy:g})")
     ppo.add_argument("--critic-warmup", type=int, default=PPOConfig.critic_warmup,
                      help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
     vel = parser.add_argument_group("velocity-command policies (--task velocity; the PPO and randomisation options "
@@ -175,8 +178,8 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
     ppo = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
                     episode_s=args.ppo_episode_seconds or VELOCITY_EPISODE_S,
                     init_std=args.init_std or VELOCITY_INIT_STD[args.action], learning_rate=args.ppo_lr,
-                    desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
-                    seed=args.seed)
+                    desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, entropy=args.entropy,
+                    randomisation=randomisation(args), seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
                          library_share=args.library_share, push_with_change=args.push_with_change,
                          history=args.history, imitation=args.imitation, action=args.action,
@@ -221,8 +224,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
                         episode_s=args.ppo_episode_seconds or PPOConfig.episode_s,
                         init_std=args.init_std or PPOConfig.init_std, learning_rate=args.ppo_lr,
-                        desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, randomisation=randomisation(args),
-                        bc=bc, seed=args.seed)
+                        desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, entropy=args.entropy,
+                        randomisation=randomisation(args), bc=bc, seed=args.seed)
         policy, meta, metrics = train_ppo(dataset, robot, cfg, init=args.init, checkpoint=checkpoint)
     else:
         cfg = DaggerConfig(iterations=args.iterations, episodes=args.episodes, episode_s=args.episode_seconds,

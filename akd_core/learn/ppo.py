@@ -75,6 +75,8 @@ class PPOConfig:
                               "--episode-seconds > 0")
         if self.init_std <= 0 or self.learning_rate <= 0 or self.desired_kl <= 0:
             raise ConfigError("--init-std, --ppo-lr and --ppo-kl must be positive")
+        if self.entropy < 0:
+            raise ConfigError(f"--entropy must be at least 0, got {self.entropy}")
         self.randomisation.check()
 
     def to_dict(self) -> dict[str, Any]:
