@@ -68,6 +68,7 @@ from akd_core.learn.velocity_env import (
 )
 from akd_core.learn.velocity_eval import (
     VelocityEvalConfig,
+    after_change_sums,
     aggregate,
     evaluate_velocity,
     scored_steps,
@@ -478,6 +479,12 @@ def test_eval_json_has_the_command_tracking_figures(trained, quadruped, tmp_path
     np.testing.assert_allclose([split["turn_rmse_radps"], split["stride_rmse_radps"]],
                                [np.sqrt(np.mean((turn - traj["command"][:, 2])[keep] ** 2)),
                                 np.sqrt(np.mean((traj["measured"][:, 2] - turn)[keep] ** 2))], rtol=1e-9)
+    after = report["after_change"]  # the bins share out the scored steps and their squared errors
+    assert sum(after["steps"]) == report["scored_steps"]
+    for a in ("vx_rmse_mps", "vy_rmse_mps", "yaw_rate_rmse_radps"):
+        axis = a.replace("_rmse", "")
+        pooled = sum(n * (after[axis][b] or 0.0) ** 2 for b, n in enumerate(after["steps"]))
+        assert np.sqrt(pooled / report["scored_steps"]) == pytest.approx(report[a], rel=1e-9)
     if not report["falls"]:
         assert report["scored_steps"] == 75
     assert main(["eval-policy", str(path), "--task", "reference", "--episodes", "1", "--seconds", "1"]) != 0
@@ -496,6 +503,32 @@ def test_the_yaw_rate_split_separates_a_short_turn_from_a_swing_within_each_stri
     np.testing.assert_allclose(np.sqrt(np.mean((turn - 0.5)[inner] ** 2)), 0.1, rtol=1e-9)
     np.testing.assert_allclose(np.sqrt(np.mean((measured - turn)[inner] ** 2)), 0.3 / np.sqrt(2), rtol=1e-9)
     assert yaw_rate_mean(np.full(3, 0.7), dt) == pytest.approx([0.7] * 3)  # shorter than the window: its mean
+
+
+def test_the_error_is_binned_by_the_time_since_the_command_changed():
+    """Commands at 0 and 4 s, 6 s at 50 Hz, the 0.5 s after the change left out: a yaw-rate error of 0.4 rad/s in
+    the first second after each command (the start's first second too), 0.2 in the next, none from 2 s on; a steady
+    vx error of 0.1 m/s throughout."""
+    dt = 0.02
+    schedule = CommandSchedule(times=np.array([0.0, 4.0]), commands=np.zeros((2, 3)))
+    steps = 300
+    t = np.arange(steps) * dt
+    keep = scored_steps(schedule, steps, dt, 0.5)
+    since = np.where(t < 4.0 - 1e-9, t, t - 4.0)
+    err = np.zeros((steps, 3))
+    err[:, 0] = 0.1
+    err[:, 2] = np.where(since < 1.0 - 1e-9, 0.4, np.where(since < 2.0 - 1e-9, 0.2, 0.0))
+    sums = after_change_sums(schedule, err, 0.5 * err[:, 2], keep, dt)
+    assert sums["steps"] == [50 + 25, 50 + 50, 100 + 0]  # the start's 1 s, the change's 0.5-1 s; 1-2 s; 2-4 s
+    report = aggregate([{"scored_steps": int(keep.sum()), "sq_sum": (err[keep] ** 2).sum(0).tolist(),
+                         "yaw_split_sq_sum": [0.0, 0.0], "style": [], "out_of_box_steps": 0, "fell": False,
+                         "fall_tail": {"steps": 0, "sq_sum": [0.0] * 3}, "after_change": sums}])
+    after = report["after_change"]
+    assert after["bins_s"] == [[0.0, 1.0], [1.0, 2.0], [2.0, None]] and after["steps"] == [75, 100, 100]
+    np.testing.assert_allclose(after["yaw_rate_radps"], [0.4, 0.2, 0.0], atol=1e-12)
+    np.testing.assert_allclose(after["turn_radps"], [0.2, 0.1, 0.0], atol=1e-12)
+    np.testing.assert_allclose(after["vx_mps"], [0.1] * 3, rtol=1e-12)
+    assert after["vy_mps"] == [0.0] * 3
 
 
 def test_the_error_before_falls_is_reported_apart_from_the_other_steps():

@@ -130,6 +130,14 @@ def _velocity(args: argparse.Namespace, policy, meta, robot) -> int:
               + ", ".join(f"{fmt(share[a], '.0%')} of the {n} error" for a, n in zip(AXES, ("vx", "vy", "yaw-rate")))
               + f"; over the other steps RMSE vx {fmt(rest['vx_mps'], '.3f')}, vy {fmt(rest['vy_mps'], '.3f')}, "
               f"yaw rate {fmt(rest['yaw_rate_radps'], '.3f')}")
+    after = report["after_change"]
+    if sum(after["steps"]):
+        print("  by the time since the command changed: " + "; ".join(
+            f"{lo:g}-{hi:g} s" if hi is not None else f"{lo:g} s on" for lo, hi in after["bins_s"]) + " hold "
+            + ", ".join(str(n) for n in after["steps"]) + " scored steps; RMSE "
+            + "; ".join(f"vx {fmt(after['vx_mps'][b], '.3f')}, vy {fmt(after['vy_mps'][b], '.3f')}, yaw rate "
+                        f"{fmt(after['yaw_rate_radps'][b], '.3f')} (turn {fmt(after['turn_radps'][b], '.3f')})"
+                        for b in range(len(after["steps"]))))
     gait = report["gait_windows"]
     if gait["windows"]:
         seen = ", ".join(f"{g} {n}" for g, n in sorted(gait["seen"].items(), key=lambda kv: -kv[1]))

@@ -18,7 +18,9 @@ Scores (what was asked, not the clipped command):
   yaw rate about that mean (the body's swing within each stride), each as an RMSE over the same steps; and
   ``before_falls``: the share of each axis's squared error in the ``FALL_TAIL_S`` (1.5 s) before each fall (a robot
   tumbling spins and slides far off any command) and the RMSEs over the other steps, so that a policy's tracking
-  can be told from its falls;
+  can be told from its falls; and ``after_change``: the same RMSEs (and the turn's part) by the time since the
+  command last changed (``AFTER_CHANGE_EDGES_S``: under 1 s, 1-2 s, 2 s on; the episode's start counts as a
+  change), so that a slow response to a new command can be told from an error that stays;
 - ``falls`` (tracking's rule; the episode ends there);
 - ``style``: per steady command (after the settle time) the feet of the rollout against the library's at that
   command (:func:`~akd_core.learn.motion_library.style_segments`: duty factor, contact pattern, stride frequency),
@@ -75,6 +77,7 @@ GAIT_WINDOW_S = 1.0  # s, the windows the gait is read on
 GAIT_WINDOW_SPEED = 0.3  # m/s: commands at least this fast (planar) are at gait speeds (slower ones creep)
 YAW_SPLIT_S = 0.5  # s: the centred mean that splits the yaw-rate error into a turn's and a stride's part
 FALL_TAIL_S = 1.5  # s before a fall whose share of the error is reported apart (a tumble, not tracking)
+AFTER_CHANGE_EDGES_S = (1.0, 2.0)  # s since the command changed: the bins the error is also reported in
 AXES = ("vx_mps", "vy_mps", "yaw_rate_radps")
 
 
@@ -204,6 +207,36 @@ def scored_steps(schedule: CommandSchedule, steps: int, dt: float, settle_s: flo
     return keep
 
 
+def after_change_sums(schedule: CommandSchedule, err: np.ndarray, turn_err: np.ndarray, keep: np.ndarray,
+                      dt: float) -> dict[str, list]:
+    """Per bin of time since the command last changed (``AFTER_CHANGE_EDGES_S``; the schedule's first time, the
+    episode's start, counts as a change) the scored steps, the squared errors summed per axis and the turn's part
+    summed, over the scored (``keep``) steps of the per-step errors ``err`` (T, 3) and ``turn_err`` (T,)."""
+    t = np.arange(len(err)) * dt
+    since = t - schedule.times[np.clip(np.searchsorted(schedule.times, t + 1e-9, side="right") - 1, 0, None)]
+    which = np.digitize(since + 1e-9, AFTER_CHANGE_EDGES_S)
+    bins = range(len(AFTER_CHANGE_EDGES_S) + 1)
+    return {"steps": [int((keep & (which == b)).sum()) for b in bins],
+            "sq_sum": [(err[keep & (which == b)] ** 2).sum(0).tolist() for b in bins],
+            "turn_sq_sum": [float((turn_err[keep & (which == b)] ** 2).sum()) for b in bins]}
+
+
+def after_change_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pooled RMSEs per bin of time since the command changed (:func:`after_change_sums` of each row)."""
+    edges = (0.0, *AFTER_CHANGE_EDGES_S, None)
+    bins = len(AFTER_CHANGE_EDGES_S) + 1
+    parts = [r["after_change"] for r in rows if "after_change" in r]
+    steps = np.sum([p["steps"] for p in parts], axis=0) if parts else np.zeros(bins)
+    sq = np.sum([p["sq_sum"] for p in parts], axis=0) if parts else np.zeros((bins, 3))
+    turn = np.sum([p["turn_sq_sum"] for p in parts], axis=0) if parts else np.zeros(bins)
+    def rmse(total: float, n: int) -> float | None:
+        return _num(np.sqrt(total / n)) if n else None
+
+    return {"bins_s": [[edges[b], edges[b + 1]] for b in range(bins)], "steps": [int(n) for n in steps],
+            **{axis: [rmse(sq[b, a], steps[b]) for b in range(bins)] for a, axis in enumerate(AXES)},
+            "turn_radps": [rmse(turn[b], steps[b]) for b in range(bins)]}
+
+
 def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule, traj: dict[str, Any],
                 cfg: VelocityEvalConfig, box: CommandBox) -> dict[str, Any]:
     """The figures of one episode (module docstring) with its sums of squares and style segments for pooling."""
@@ -220,6 +253,8 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
     split = [float(np.sum((turn - traj["command"][:, 2])[keep] ** 2)),
              float(np.sum((traj["measured"][:, 2] - turn)[keep] ** 2))] if steps else [0.0, 0.0]
     rmse = np.sqrt(sq / len(err)) if len(err) else np.full(3, np.nan)
+    after = after_change_sums(schedule, traj["measured"] - traj["command"], turn - traj["command"][:, 2], keep, dt) \
+        if steps else after_change_sums(schedule, np.zeros((0, 3)), np.zeros(0), np.zeros(0, bool), dt)
     segments = []
     lib = meta.library
     if lib and lib.get("foot_names") and steps:
@@ -240,7 +275,8 @@ def episode_row(robot: Robot, meta: PolicyMeta, draw, schedule: CommandSchedule,
             "fell": bool(traj["fell"]), "upright_s": steps * dt, "scored_steps": int(keep.sum()),
             "sq_sum": [float(v) for v in sq], "yaw_split_sq_sum": split,
             "fall_tail": {"steps": int(tail[keep].sum()), "sq_sum": [float(v) for v in tail_sq]},
-            "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]),
+            "after_change": after, "vx_rmse_mps": _num(rmse[0]), "vy_rmse_mps": _num(rmse[1]),
+            "yaw_rate_rmse_radps": _num(rmse[2]),
             "out_of_box_steps": int(clipped.sum()),
             "commands": {"t": schedule.times.tolist(), "command": schedule.commands.tolist()}, "style": style,
             "gait_windows": windows}
@@ -330,7 +366,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "vy_rmse_mps": _num(rmse[1]), "yaw_rate_rmse_radps": _num(rmse[2]),
             "yaw_rate_split": {"turn_rmse_radps": _num(split[0]), "stride_rmse_radps": _num(split[1]),
                                "window_s": YAW_SPLIT_S},
-            "before_falls": before_falls, "scored_steps": scored,
+            "before_falls": before_falls, "after_change": after_change_summary(rows), "scored_steps": scored,
             "out_of_box_steps": sum(r["out_of_box_steps"] for r in rows), "style": style, "gait_windows": gait}
 
 
