@@ -729,6 +729,52 @@ def test_residual_policy_trains_saves_evaluates_and_exports_with_its_library_tab
     np.testing.assert_allclose(onnx_policy.act(obs), loaded.act(obs), atol=1e-5)
 
 
+def test_a_steering_policy_queries_the_library_at_the_command_it_shifts(library, quadruped, tmp_path, capsys):
+    """--steer: the action's last three components shift the command the feedforward is read at (the observation's
+    command slot unchanged); zero steering plays the plain feedforward. Trained (2 PPO iterations), saved, loaded
+    and exported, the ONNX graph gives the torch targets."""
+    steer = (0.3, 0.2, 0.4)
+    cfg = VelocityConfig(action="residual", steer=steer, ppo=PPOConfig(iterations=2, **TINY_PPO))
+    policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=tmp_path / "s.pt.ckpt", progress=False)
+    j = quadruped.num_dofs
+    assert policy.action_dim == j + 3 and metrics["config"]["steer"] == list(steer)
+    ff = policy.feedforward
+    np.testing.assert_allclose(ff.steer_bound.numpy(), steer, rtol=1e-6)
+    slot = observation_slices(meta.obs_layout)
+    obs = np.zeros((6, sum(s for _, s in meta.obs_layout)), np.float32)
+    obs[:, slot["command"]] = [[0.3, 0.0, 0.0]] * 3 + [[0.2, 0.1, -0.3]] * 3
+    phase = np.linspace(0.0, 5.0, 6)
+    obs[:, slot["clock"]] = np.stack([np.sin(phase), np.cos(phase)], -1)
+    obs_t = torch.as_tensor(obs)
+    u = torch.tensor([[0.0, 0.0, 0.0], [1.0, -0.5, 0.3], [-2.0, 0.7, 1.5]] * 2)
+    action = torch.cat([torch.zeros(6, j), u], 1)
+    with torch.no_grad():
+        got = policy.decode(obs_t, action).numpy()
+        shifted = obs.copy()
+        shifted[:, slot["command"]] += np.asarray(steer, np.float32) * np.tanh(u.numpy())
+        np.testing.assert_allclose(got, ff(torch.as_tensor(shifted)).numpy(), atol=1e-5)  # the shifted command's
+        np.testing.assert_allclose(got[[0, 3]], ff(obs_t[[0, 3]]).numpy(), atol=1e-6)  # zero steering: the plain one
+        assert np.abs(got[1] - got[0]).max() > 1e-3  # steering changes the targets
+    save_policy(tmp_path / "s.pt", policy, meta)
+    loaded, _ = load_policy(tmp_path / "s.pt")
+    assert loaded.action_dim == j + 3 and loaded.feedforward.steer_dims == 3
+    rng = np.random.default_rng(3)
+    obs[:, :slot["command"].start] = rng.normal(size=(6, slot["command"].start)).astype(np.float32) * 0.1
+    np.testing.assert_allclose(loaded.act(obs), policy.act(obs))
+    out = tmp_path / "s.onnx"
+    assert main(["export-policy", str(tmp_path / "s.pt"), "-o", str(out)]) == 0
+    capsys.readouterr()
+    from akd_core.learn.onnx_export import OnnxPolicy
+
+    onnx_policy = OnnxPolicy(out)
+    assert onnx_policy.meta["feedforward"]["steer_bound"] == pytest.approx(list(steer))
+    np.testing.assert_allclose(onnx_policy.act(obs), loaded.act(obs), atol=1e-5)
+    for bad in (dict(action="absolute", steer=steer), dict(action="residual", steer=(0.3, -0.1, 0.2)),
+                dict(action="residual", steer=(0.0, 0.0, 0.0))):
+        with pytest.raises(ConfigError, match="--steer"):
+            VelocityConfig(**bad).check()
+
+
 # ----------------------------------------------------------------------------- ROS 2: /cmd_vel
 TWIST_PHASES = ((3.0, (0.3, 0.0, 0.0)), (2.0, (5.0, 0.0, 2.0)))  # seconds, Twist (vx, vy, yaw rate); then silence
 SILENCE_S = 2.5

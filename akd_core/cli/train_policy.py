@@ -125,6 +125,10 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                           f"target itself (default {VelocityConfig.action})")
     vel.add_argument("--residual-bound", type=float, default=RESIDUAL_BOUND_RAD,
                      help=f"--action residual: the residual's bound, rad per joint (default {RESIDUAL_BOUND_RAD:g})")
+    vel.add_argument("--steer", default=None, metavar="VX,VY,YAW",
+                     help="--action residual: the policy also shifts the command the library feedforward is queried "
+                          "at, by up to these m/s, m/s, rad/s (three more action components: it can call up the "
+                          "library's own side steps and turns, e.g. against a push); default off")
     vel.add_argument("--residual-start", choices=RESIDUAL_STARTS, default=VelocityConfig.residual_start,
                      help="--action residual: PPO starts from the bare library feedforward (zero residual) or from "
                           f"BC of the library's residuals (default {VelocityConfig.residual_start})")
@@ -184,9 +188,21 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
                          library_share=args.library_share, push_with_change=args.push_with_change,
                          history=args.history, imitation=args.imitation, action=args.action,
                          residual_bound=args.residual_bound, residual_start=args.residual_start,
-                         weights=_weights(args.reward_weight), seed=args.seed)
+                         steer=_steer(args.steer), weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)
     return train_velocity(args.dataset, robot, cfg, checkpoint=checkpoint)
+
+
+def _steer(text: str | None) -> tuple[float, float, float] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3:
+        raise ConfigError(f"--steer takes VX,VY,YAW (m/s, m/s, rad/s), e.g. 0.3,0.3,0.4; got {text!r}")
+    return values  # type: ignore[return-value]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,8 @@ trained on: :class:`akd_core.learn.command.CommandBox`, clip commands into it; t
 library demos' first states (a stand in an ``akd library`` clip) with their gait ``phase``. With ``action_mode``
 "residual" the graph also holds the library feedforward (initializers ``ff_*``: a table of library frames' keys and
 PD targets, :class:`akd_core.learn.velocity_feedforward.LibraryFeedforward`): ``pd_target`` is that feedforward at
-``obs``'s command and clock plus the bounded residual; ``feedforward`` in the metadata states the rule. The caller
+``obs``'s command and clock plus the bounded residual (a steering policy, ``--steer``: at the command shifted by
+its last three network outputs); ``feedforward`` in the metadata states the rule. The caller
 runs the graph as for any policy: nothing of the library is needed at run time. A policy trained with ``--history``
 ends ``obs`` with a ``history`` term, and ``history`` in the metadata says what it holds: ``{"steps": H, "terms":
 [...], "order": ...}``, the measured terms of the H control steps before the current one, newest first
@@ -76,7 +77,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
+def onnx_metadata(meta: PolicyMeta, action_mode: str, steer: list[float] | None = None) -> dict[str, str]:
     """The ``metadata_props`` of the export (module docstring)."""
     train = {k: v for k, v in meta.train.items() if isinstance(v, (int, float, str, bool))}
     starts = [{k: np.asarray(v)[0] for k, v in s.items()} for s in meta.starts]
@@ -110,6 +111,13 @@ def onnx_metadata(meta: PolicyMeta, action_mode: str) -> dict[str, str]:
             "rule": "key = [command / command_scale, clip(max|command| / moving_ramp, 0, 1) * clock / phase_scale]; "
                     "w = softmax(key . keys - half_key_sq); feedforward = w @ targets; "
                     "pd_target = feedforward + bound * tanh(network output)"}
+        if steer is not None:
+            fields["feedforward"].update(
+                steer_bound=list(steer), rule="command' = command + steer_bound * tanh(network output[J:J+3]); key = "
+                "[command' / command_scale, clip(max|command'| / moving_ramp, 0, 1) * clock / phase_scale]; "
+                "w = softmax(key . keys - half_key_sq); feedforward = w @ targets; "
+                "pd_target = feedforward + bound * tanh(network output[:J])")
+            fields["feedforward"]["initializers"]["steer_bound"] = "ff_steer_bound"
     return {k: v if isinstance(v, str) else json.dumps(_plain(v)) for k, v in fields.items()}
 
 
@@ -130,9 +138,19 @@ def _feedforward_nodes(policy: TrackingPolicy, numpy_helper, helper) -> tuple[li
              arr(ff.bound.numpy(), "ff_bound")]
     node = helper.make_node
     nodes = [node("Slice", ["obs", "ff_cmd_start", "ff_cmd_stop", "ff_axis"], ["ff_command"]),
-             node("Slice", ["obs", "ff_clock_start", "ff_clock_stop", "ff_axis"], ["ff_clock"]),
-             node("Div", ["ff_command", "ff_command_scale"], ["ff_cmd_key"]),
-             node("Abs", ["ff_command"], ["ff_abs"]),
+             node("Slice", ["obs", "ff_clock_start", "ff_clock_stop", "ff_axis"], ["ff_clock"])]
+    if ff.steer_dims:  # the table is queried at the command shifted by steer_bound * tanh(the steering actions)
+        j = policy.num_joints
+        inits += [arr([j], "steer_start", np.int64), arr([j + ff.steer_dims], "steer_stop", np.int64),
+                  arr(ff.steer_bound.numpy(), "ff_steer_bound")]
+        nodes += [node("Slice", ["action", "steer_start", "steer_stop", "ff_axis"], ["steer_action"]),
+                  node("Tanh", ["steer_action"], ["steer_squashed"]),
+                  node("Mul", ["steer_squashed", "ff_steer_bound"], ["steer_offset"]),
+                  node("Add", ["ff_command", "steer_offset"], ["ff_query_command"])]
+    else:
+        nodes.append(node("Identity", ["ff_command"], ["ff_query_command"]))
+    nodes += [node("Div", ["ff_query_command", "ff_command_scale"], ["ff_cmd_key"]),
+             node("Abs", ["ff_query_command"], ["ff_abs"]),
              node("ReduceMax", ["ff_abs"], ["ff_max"], axes=[1], keepdims=1),
              node("Div", ["ff_max", "ff_ramp"], ["ff_ramped"]),
              node("Clip", ["ff_ramped", "ff_zero", "ff_one"], ["ff_gate"]),
@@ -151,7 +169,7 @@ def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
     onnx, TensorProto, helper, numpy_helper = _onnx()
     state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in policy.state_dict().items()
              if not k.startswith("feedforward.")}
-    obs_dim, joints = state["obs_mean"].size, state["act_mean"].size
+    obs_dim, joints = state["obs_mean"].size, len(meta.joint_names)
     inits = [numpy_helper.from_array(state[k], k) for k in ("obs_mean", "obs_std", "act_mean", "act_std")]
     nodes = [helper.make_node("Sub", ["obs", "obs_mean"], ["centred"]),
              helper.make_node("Div", ["centred", "obs_std"], ["x0"])]
@@ -178,7 +196,14 @@ def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
     elif policy.action_mode == "residual":
         inits_ff, nodes_ff = _feedforward_nodes(policy, numpy_helper, helper)
         inits += inits_ff
-        nodes += nodes_ff + [helper.make_node("Tanh", ["action"], ["squashed"]),
+        if policy.feedforward.steer_dims:  # the joint residual is the action's first J components
+            inits += [numpy_helper.from_array(np.array([0], np.int64), "residual_start"),
+                      numpy_helper.from_array(np.array([joints], np.int64), "residual_stop")]
+            nodes_ff.append(helper.make_node("Slice", ["action", "residual_start", "residual_stop", "ff_axis"],
+                                             ["joint_action"]))
+        else:
+            nodes_ff.append(helper.make_node("Identity", ["action"], ["joint_action"]))
+        nodes += nodes_ff + [helper.make_node("Tanh", ["joint_action"], ["squashed"]),
                              helper.make_node("Mul", ["squashed", "ff_bound"], ["residual"]),
                              helper.make_node("Add", ["feedforward", "residual"], ["pd_target"])]
     else:
@@ -189,7 +214,9 @@ def build_onnx(policy: TrackingPolicy, meta: PolicyMeta):
                               initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="akd")
     model.ir_version = min(model.ir_version, 10)
-    for key, value in onnx_metadata(meta, policy.action_mode).items():
+    ff = policy.feedforward
+    steer = ff.steer_bound.tolist() if ff is not None and ff.steer_dims else None
+    for key, value in onnx_metadata(meta, policy.action_mode, steer).items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     onnx.checker.check_model(model)

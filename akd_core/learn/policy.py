@@ -66,15 +66,18 @@ class TrackingPolicy(nn.Module):
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ELU()]
             width = h
-        layers.append(nn.Linear(width, num_joints))
+        # a steering residual policy's action ends with the feedforward's steering components
+        self.num_joints = num_joints
+        self.action_dim = num_joints + (feedforward.steer_dims if feedforward is not None else 0)
+        layers.append(nn.Linear(width, self.action_dim))
         self.net = nn.Sequential(*layers)
         self.hidden = tuple(int(h) for h in hidden)
         self.task = task
         self.ref_slice = observation_slices(task_layout(task, num_joints)).get("ref_joint_pos_1")
         self.register_buffer("obs_mean", torch.zeros(obs_dim))
         self.register_buffer("obs_std", torch.ones(obs_dim))
-        self.register_buffer("act_mean", torch.zeros(num_joints))
-        self.register_buffer("act_std", torch.ones(num_joints))
+        self.register_buffer("act_mean", torch.zeros(self.action_dim))
+        self.register_buffer("act_std", torch.ones(self.action_dim))
 
     def actions(self, obs: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """What the network regresses (N, J), from observations (N, D) and PD targets (N, J)."""
@@ -85,9 +88,12 @@ class TrackingPolicy(nn.Module):
         return targets - obs[:, self.ref_slice] if self.action_mode == "reference" else targets
 
     def residual_actions(self, feedforward: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """The pre-tanh residual (N, J) that takes the library feedforward's targets (N, J) to ``targets`` (N, J)."""
+        """The pre-tanh residual (N, J) that takes the library feedforward's targets (N, J) to ``targets`` (N, J)
+        (followed by zero steering (N, 3) for a steering policy: the feedforward at the command itself)."""
         bound = self.feedforward.bound.numpy()
-        return np.arctanh(np.clip((targets - feedforward) / bound, -0.95, 0.95))
+        residual = np.arctanh(np.clip((targets - feedforward) / bound, -0.95, 0.95))
+        steer = np.zeros((len(residual), self.feedforward.steer_dims), residual.dtype)
+        return np.concatenate([residual, steer], axis=1) if steer.shape[1] else residual
 
     def set_normalisation(self, obs: np.ndarray, actions: np.ndarray, floor: float = DEFAULT_STD_FLOOR) -> None:
         """Mean/std from training observations (N, D) and actions (N, J); stds floored at ``floor`` so a nearly
@@ -98,16 +104,18 @@ class TrackingPolicy(nn.Module):
         self.act_std.copy_(torch.as_tensor(np.maximum(actions.std(0), floor), dtype=torch.float32))
 
     def normalised(self, obs: torch.Tensor) -> torch.Tensor:
-        """Normalised action prediction (N, J) from raw observations (N, D)."""
+        """Normalised action prediction (N, A): A = J, or J + 3 for a steering policy, from raw observations (N, D)."""
         return self.net((obs - self.obs_mean) / self.obs_std)
 
     def decode(self, obs: torch.Tensor, normalised: torch.Tensor) -> torch.Tensor:
-        """Absolute PD targets (N, J) from raw observations (N, D) and a normalised action (N, J)."""
+        """Absolute PD targets (N, J) from raw observations (N, D) and a normalised action (N, A)."""
         action = self.act_mean + self.act_std * normalised
         if self.action_mode == "reference":
             return obs[:, self.ref_slice] + action
         if self.action_mode == "residual":
-            return self.feedforward(obs) + self.feedforward.bound * torch.tanh(action)
+            j, ff = self.num_joints, self.feedforward
+            offset = ff.steering(action[:, j:]) if ff.steer_dims else None
+            return ff(obs, offset) + ff.bound * torch.tanh(action[:, :j])
         return action
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -183,7 +191,8 @@ def load_policy(path: str | Path) -> tuple[TrackingPolicy, PolicyMeta]:
                           "`akd train-policy`")
     feedforward = None
     if payload["action_mode"] == "residual":  # the library table's size from its buffers
-        feedforward = LibraryFeedforward(len(joint_names), int(payload["state_dict"]["feedforward.keys"].shape[0]))
+        feedforward = LibraryFeedforward(len(joint_names), int(payload["state_dict"]["feedforward.keys"].shape[0]),
+                                         steer="feedforward.steer_bound" in payload["state_dict"])
     policy = TrackingPolicy(sum(s for _, s in layout), len(joint_names), tuple(payload["hidden"]),
                             str(payload["action_mode"]), task=task, feedforward=feedforward)
     policy.load_state_dict(payload["state_dict"])

@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 LIBRARY_DATASET = Path("dataset") / "dataset.hdf5"
 VELOCITY_ACTIONS = ("residual", "absolute")
 RESIDUAL_STARTS = ("zero", "bc")
+STEER_MAX = 2.0  # m/s or rad/s: a steering bound larger than any library's box is a typo
 
 
 @dataclass
@@ -96,6 +97,7 @@ class VelocityConfig:
     action: str = "absolute"  # or "residual": a bounded residual on the library feedforward (velocity_feedforward.py)
     residual_bound: float = RESIDUAL_BOUND_RAD
     residual_start: str = "zero"  # residual: PPO from the bare feedforward ("zero") or from BC of the residual
+    steer: tuple[float, float, float] | None = None  # residual: steering bounds (velocity_feedforward.py)
     weights: dict[str, float] = field(default_factory=lambda: dict(REWARD_WEIGHTS))
     seed: int = 0
 
@@ -106,6 +108,12 @@ class VelocityConfig:
             raise ConfigError(f"--residual-start must be one of {RESIDUAL_STARTS}, got {self.residual_start!r}")
         if not 0 < self.residual_bound <= 3.0:
             raise ConfigError(f"--residual-bound must be in (0, 3] rad, got {self.residual_bound}")
+        if self.steer is not None:
+            if self.action != "residual":
+                raise ConfigError("--steer shifts the library feedforward's command: it needs --action residual")
+            if len(self.steer) != 3 or not all(0 <= v <= STEER_MAX for v in self.steer) or not any(self.steer):
+                raise ConfigError(f"--steer takes three bounds VX,VY,YAW in [0, {STEER_MAX:g}] (m/s, m/s, rad/s), "
+                                  f"not all zero; got {self.steer}")
         if self.imitation not in IMITATIONS:
             raise ConfigError(f"--imitation must be one of {IMITATIONS}, got {self.imitation!r}")
         lo, hi = self.resample_s
@@ -143,6 +151,8 @@ class VelocityConfig:
             out["history"] = self.history
         if self.action == "residual":  # (absent for absolute: checkpoints of before the residual action resume)
             out.update(action=self.action, residual_bound=self.residual_bound, residual_start=self.residual_start)
+            if self.steer is not None:  # (likewise)
+                out["steer"] = list(self.steer)
         out["ppo"].pop("bc", None)  # the velocity task's BC is ``hidden`` + ``fit``
         return out
 
@@ -210,8 +220,8 @@ def velocity_samples(dataset: PolicyDataset, frames: LibraryFrames,
     return np.concatenate(obs), np.concatenate(targets)
 
 
-def library_feedforward(dataset: PolicyDataset, frames: LibraryFrames,
-                        bound: float = RESIDUAL_BOUND_RAD) -> LibraryFeedforward:
+def library_feedforward(dataset: PolicyDataset, frames: LibraryFrames, bound: float = RESIDUAL_BOUND_RAD,
+                        steer: tuple[float, float, float] | None = None) -> LibraryFeedforward:
     """The library feedforward (:mod:`akd_core.learn.velocity_feedforward`): each frame's command and gait phase ->
     the PD target that followed it (the last frame of a demo: its own)."""
     targets = []
@@ -219,7 +229,7 @@ def library_feedforward(dataset: PolicyDataset, frames: LibraryFrames,
         nxt = np.minimum(np.arange(d.num_frames) + 1, d.num_frames - 1)
         targets.append(d.actions[nxt])
     return LibraryFeedforward.from_table(frames.command, frames.phase, np.concatenate(targets).astype(np.float32),
-                                         bound)
+                                         bound, steer)
 
 
 def velocity_targets(policy: TrackingPolicy, raw_obs: np.ndarray, action: torch.Tensor) -> np.ndarray:
@@ -261,7 +271,7 @@ def train_velocity_bc(dataset: PolicyDataset, frames: LibraryFrames, robot: Robo
         return policy, {"method": "bc", "epochs": cfg.fit.epochs, **result}
     # residual: observations normalised as the library's; the network's output is the pre-tanh residual itself
     policy = TrackingPolicy(obs.shape[1], robot.num_dofs, cfg.hidden, "residual", task="velocity",
-                            feedforward=library_feedforward(dataset, frames, cfg.residual_bound))
+                            feedforward=library_feedforward(dataset, frames, cfg.residual_bound, cfg.steer))
     with torch.no_grad():  # once: over every library frame it is the residual's costliest step (2.8 s for a1's)
         ff = policy.feedforward(torch.as_tensor(obs, dtype=torch.float32)).numpy().astype(np.float64)
     policy.set_normalisation(obs, policy.residual_actions(ff, targets))
@@ -302,8 +312,8 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
         env = VelocityVecEnv(robot, dataset_physics(dataset, robot), frames, starts, box, cfg.env_config())
         observe = _Observer(policy, ppo.num_envs)
         raw, obs = observe(env)
-        actor, critic = _models(policy, obs, ppo, robot.num_dofs)
-        alg = build_ppo(actor, critic, obs, ppo, robot.num_dofs)
+        actor, critic = _models(policy, obs, ppo, policy.action_dim)
+        alg = build_ppo(actor, critic, obs, ppo, policy.action_dim)
         shaper = None
         if cfg.imitation == "amp":
             shaper = AMPShaper(frames, dataset, env, seed=cfg.seed)
