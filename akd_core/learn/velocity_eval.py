@@ -229,6 +229,7 @@ def after_change_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     steps = np.sum([p["steps"] for p in parts], axis=0) if parts else np.zeros(bins)
     sq = np.sum([p["sq_sum"] for p in parts], axis=0) if parts else np.zeros((bins, 3))
     turn = np.sum([p["turn_sq_sum"] for p in parts], axis=0) if parts else np.zeros(bins)
+
     def rmse(total: float, n: int) -> float | None:
         return _num(np.sqrt(total / n)) if n else None
 
