@@ -773,6 +773,10 @@ def test_a_steering_policy_queries_the_library_at_the_command_it_shifts(library,
                 dict(action="residual", steer=(0.0, 0.0, 0.0))):
         with pytest.raises(ConfigError, match="--steer"):
             VelocityConfig(**bad).check()
+    for text in ("0.3,0.3", "0.3,x,0.4"):  # the command line names the form it takes
+        assert main(["train-policy", str(library), "--task", "velocity", "--action", "residual", "--steer", text,
+                     "-o", str(tmp_path / "bad.pt")]) != 0
+        assert "--steer takes VX,VY,YAW" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- ROS 2: /cmd_vel

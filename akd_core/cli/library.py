@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 from akd_core.cli.gates import add_quality_arguments, gates_from_args
-from akd_core.cli.options import add_fast_argument, add_robot_options, add_yaw_rate_weight_argument, split_names
+from akd_core.cli.options import (
+    add_fast_argument,
+    add_robot_options,
+    add_yaw_rate_weight_argument,
+    split_floats,
+    split_names,
+)
 from akd_core.export import parse_formats
 from akd_core.library import (
     CELL,
@@ -77,11 +83,8 @@ def config_from_args(args: argparse.Namespace) -> LibraryConfig:
 def parse_cell(text: str) -> tuple[float, float, float]:
     from akd_core.io.errors import ConfigError
 
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 3 or not all(v > 0 for v in values):
+    values = split_floats(text, 3)
+    if values is None or not all(v > 0 for v in values):
         raise ConfigError(f"--cell {text!r}: give three positive sizes VX,VY,YAW (m/s, m/s, rad/s), e.g. "
                           f"--cell {','.join(f'{c:g}' for c in CELL)}")
     return values  # type: ignore[return-value]

@@ -33,6 +33,15 @@ def split_names(text: str | None) -> list[str] | None:
     return names or None
 
 
+def split_floats(text: str, count: int) -> tuple[float, ...] | None:
+    """'0.3,0.3,0.4' -> (0.3, 0.3, 0.4) when it holds ``count`` numbers, else None (the caller names the fix)."""
+    try:
+        values = tuple(float(v) for v in str(text).split(","))
+    except ValueError:
+        return None
+    return values if len(values) == count else None
+
+
 def add_fast_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast", action="store_true",
                         help="MPC preset for robots with three or more feet on CPU: 25 antithetic samples rolled out "

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from akd_core.cli.eval_policy import add_randomisation_arguments, expert_config, parse_pair, randomisation
-from akd_core.cli.options import add_robot_options
+from akd_core.cli.options import add_robot_options, split_floats
 from akd_core.io.errors import ConfigError
 from akd_core.learn.bc import BCConfig, train_bc
 from akd_core.learn.dagger import DaggerConfig, train_dagger
@@ -196,11 +196,8 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
 def _steer(text: str | None) -> tuple[float, float, float] | None:
     if text is None:
         return None
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 3:
+    values = split_floats(text, 3)
+    if values is None:
         raise ConfigError(f"--steer takes VX,VY,YAW (m/s, m/s, rad/s), e.g. 0.3,0.3,0.4; got {text!r}")
     return values  # type: ignore[return-value]
 
