@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from akd_core.cli import main
+from akd_core.cli.train_policy import parse_steer
 from akd_core.io.errors import ConfigError, MotionError
 from akd_core.learn.bc import dataset_physics, demo_starts
 from akd_core.learn.command import CommandBox, CommandSchedule, GaitClock, heading_velocity
@@ -50,6 +51,7 @@ from akd_core.learn.policy import FitConfig, TrackingPolicy, load_policy, save_p
 from akd_core.learn.ppo import PPOConfig
 from akd_core.learn.reference import yaw_of
 from akd_core.learn.velocity import (
+    DEFAULT_STEER,
     VelocityConfig,
     library_feedforward,
     load_library,
@@ -125,7 +127,7 @@ def trained(library, quadruped, tmp_path_factory):
     (the residual fixture has none: both observations are covered)."""
     out = tmp_path_factory.mktemp("velocity_policy")
     cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=2, **TINY_PPO),
-                         history=HISTORY)
+                         history=HISTORY, action="absolute")
     policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "v.pt.ckpt", progress=False)
     save_policy(out / "v.pt", policy, meta)
     return out / "v.pt", policy, meta, metrics
@@ -426,19 +428,20 @@ def test_bc_then_ppo_checkpoints_and_resumes(trained, library, quadruped, tmp_pa
     # the same run with one iteration more goes on from the checkpoint: the first two iterations are not redone
     checkpoint = path.with_name(path.name + ".ckpt")
     cfg = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=3, **TINY_PPO),
-                         history=HISTORY)
+                         history=HISTORY, action="absolute")
     _, _, resumed = train_velocity(library, quadruped, cfg, checkpoint=checkpoint, progress=False)
     assert len(resumed["history"]) == 3
     assert resumed["history"][:2] == metrics["history"]
     # another configuration does not resume it
     other = VelocityConfig(fit=FitConfig(epochs=60), imitation="match", ppo=PPOConfig(iterations=1, **TINY_PPO),
-                           history=HISTORY, zero_share=0.3)
+                           history=HISTORY, zero_share=0.3, action="absolute")
     _, _, fresh = train_velocity(library, quadruped, other, checkpoint=checkpoint, progress=False)
     assert len(fresh["history"]) == 1
 
 
 def test_amp_imitation_trains_its_discriminator_beside_ppo(library, quadruped, tmp_path):
-    cfg = VelocityConfig(fit=FitConfig(epochs=5), imitation="amp", ppo=PPOConfig(iterations=2, **TINY_PPO))
+    cfg = VelocityConfig(fit=FitConfig(epochs=5), imitation="amp", ppo=PPOConfig(iterations=2, **TINY_PPO),
+                         action="absolute")
     _, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=tmp_path / "amp.ckpt", progress=False)
     first, last = metrics["history"]
     assert {"style", "lin_vel"} <= set(last["reward_terms"]) and "joint" not in last["reward_terms"]
@@ -668,7 +671,7 @@ def test_learning_loops_flush_subnormal_floats_to_zero():
 
 def test_residual_zero_start_reports_the_error_of_its_own_targets(library, quadruped):
     """The bare feedforward's error, computed once from the library frames, is what the policy sends."""
-    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=0, **TINY_PPO))
+    cfg = VelocityConfig(action="residual", steer=None, ppo=PPOConfig(iterations=0, **TINY_PPO))
     policy, _, metrics = train_velocity(library, quadruped, cfg, progress=False)
     dataset, _, _ = load_library(library)
     obs, targets = velocity_samples(dataset, LibraryFrames.from_dataset(dataset, quadruped))
@@ -691,9 +694,10 @@ def test_an_entropy_bonus_keeps_the_exploration_std_up(library, quadruped):
 
 @pytest.fixture(scope="module")
 def residual(library, quadruped, tmp_path_factory):
-    """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""
+    """A residual policy without steering (the steering test has one with it): the library feedforward + 2 PPO
+    iterations (AMP), checkpointed."""
     out = tmp_path_factory.mktemp("velocity_residual")
-    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=2, **TINY_PPO))
+    cfg = VelocityConfig(action="residual", steer=None, ppo=PPOConfig(iterations=2, **TINY_PPO))
     policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "r.pt.ckpt", progress=False)
     save_policy(out / "r.pt", policy, meta)
     return out / "r.pt", policy, meta, metrics
@@ -773,6 +777,12 @@ def test_a_steering_policy_queries_the_library_at_the_command_it_shifts(library,
                 dict(action="residual", steer=(0.0, 0.0, 0.0))):
         with pytest.raises(ConfigError, match="--steer"):
             VelocityConfig(**bad).check()
+    # the defaults: the residual steers by DEFAULT_STEER, an absolute policy has nothing to steer, "off" turns it off
+    assert VelocityConfig().action == "residual" and VelocityConfig().steer == DEFAULT_STEER
+    assert VelocityConfig(action="absolute").steer is None
+    assert parse_steer("off") is None and parse_steer("auto") == "auto" and parse_steer("0.1,0,0.2") == (0.1, 0.0, 0.2)
+    with pytest.raises(ConfigError, match="steer"):
+        VelocityConfig(steer="sometimes")
     for text in ("0.3,0.3", "0.3,x,0.4"):  # the command line names the form it takes
         assert main(["train-policy", str(library), "--task", "velocity", "--action", "residual", "--steer", text,
                      "-o", str(tmp_path / "bad.pt")]) != 0

@@ -15,8 +15,11 @@ from akd_core.learn.dataset import load_dataset
 from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
 from akd_core.learn.ppo import PPOConfig, train_ppo
 from akd_core.learn.velocity import (
+    DEFAULT_STEER,
     RESIDUAL_STARTS,
     VELOCITY_ACTIONS,
+    VELOCITY_ENTROPY,
+    VELOCITY_PPO_ITERATIONS,
     VelocityConfig,
     library_robot,
     train_velocity,
@@ -89,8 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     ppo = parser.add_argument_group("PPO fine-tuning (--method ppo; the randomisation options above apply)")
     ppo.add_argument("--init", type=Path, default=None,
                      help="policy to fine-tune (e.g. a DAgger policy of this dataset; default: BC on the dataset)")
-    ppo.add_argument("--ppo-iterations", type=int, default=PPOConfig.iterations,
-                     help=f"PPO iterations (default {PPOConfig.iterations})")
+    ppo.add_argument("--ppo-iterations", type=int, default=None,
+                     help=f"PPO iterations (default {PPOConfig.iterations}; --task velocity "
+                          f"{VELOCITY_PPO_ITERATIONS})")
     ppo.add_argument("--envs", type=int, default=PPOConfig.num_envs,
                      help=f"worlds stepped together (default {PPOConfig.num_envs})")
     ppo.add_argument("--steps-per-env", type=int, default=PPOConfig.steps_per_env,
@@ -108,9 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
     ppo.add_argument("--ppo-kl", type=float, default=PPOConfig.desired_kl,
                      help=f"KL divergence per iteration the actor's learning rate is adapted to "
                           f"(default {PPOConfig.desired_kl:g})")
-    ppo.add_argument("--entropy", type=float, default=PPOConfig.entropy, metavar="COEF",
+    ppo.add_argument("--entropy", type=float, default=None, metavar="COEF",
                      help="entropy bonus of the actor's loss (rsl-rl's entropy_coef): keeps its exploration std from "
-                          f"shrinking toward zero over a long run (default {PPOConfig.entropy:g})")
+                          f"shrinking toward zero over a long run (default {PPOConfig.entropy:g}; --task velocity "
+                          f"{VELOCITY_ENTROPY:g})")
     ppo.add_argument("--critic-warmup", type=int, default=PPOConfig.critic_warmup,
                      help=f"iterations training the critic alone first (default {PPOConfig.critic_warmup})")
     vel = parser.add_argument_group("velocity-command policies (--task velocity; the PPO and randomisation options "
@@ -125,10 +130,11 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                           f"target itself (default {VelocityConfig.action})")
     vel.add_argument("--residual-bound", type=float, default=RESIDUAL_BOUND_RAD,
                      help=f"--action residual: the residual's bound, rad per joint (default {RESIDUAL_BOUND_RAD:g})")
-    vel.add_argument("--steer", default=None, metavar="VX,VY,YAW",
+    vel.add_argument("--steer", default="auto", metavar="VX,VY,YAW",
                      help="--action residual: the policy also shifts the command the library feedforward is queried "
                           "at, by up to these m/s, m/s, rad/s (three more action components: it can call up the "
-                          "library's own side steps and turns, e.g. against a push); default off")
+                          "library's own side steps and turns, e.g. against a push); 'off': none (default "
+                          f"{','.join(f'{v:g}' for v in DEFAULT_STEER)} with --action residual, off with absolute)")
     vel.add_argument("--residual-start", choices=RESIDUAL_STARTS, default=VelocityConfig.residual_start,
                      help="--action residual: PPO starts from the bare library feedforward (zero residual) or from "
                           f"BC of the library's residuals (default {VelocityConfig.residual_start})")
@@ -179,23 +185,31 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
     if args.method is not None:
         raise ConfigError("--task velocity chooses its own training (BC on the library, then PPO); drop --method")
     lo, hi = parse_pair(args.resample_seconds, "--resample-seconds")
-    ppo = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
-                    episode_s=args.ppo_episode_seconds or VELOCITY_EPISODE_S,
+    ppo = PPOConfig(iterations=_given(args.ppo_iterations, VELOCITY_PPO_ITERATIONS), num_envs=args.envs,
+                    steps_per_env=args.steps_per_env, episode_s=args.ppo_episode_seconds or VELOCITY_EPISODE_S,
                     init_std=args.init_std or VELOCITY_INIT_STD[args.action], learning_rate=args.ppo_lr,
-                    desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, entropy=args.entropy,
+                    desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup,
+                    entropy=_given(args.entropy, VELOCITY_ENTROPY),
                     randomisation=randomisation(args), seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
                          library_share=args.library_share, push_with_change=args.push_with_change,
                          history=args.history, imitation=args.imitation, action=args.action,
                          residual_bound=args.residual_bound, residual_start=args.residual_start,
-                         steer=_steer(args.steer), weights=_weights(args.reward_weight), seed=args.seed)
+                         steer=parse_steer(args.steer), weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)
     return train_velocity(args.dataset, robot, cfg, checkpoint=checkpoint)
 
 
-def _steer(text: str | None) -> tuple[float, float, float] | None:
-    if text is None:
-        return None
+def _given(value: float | None, default: float) -> float:
+    """An option's value, or the task's default where it was not given."""
+    return default if value is None else value
+
+
+def parse_steer(text: str) -> tuple[float, float, float] | str | None:
+    """--steer: "auto" (VelocityConfig's default for the action), "off" (none) or three bounds."""
+    word = text.strip().lower()
+    if word in ("auto", "off"):
+        return None if word == "off" else "auto"
     values = split_floats(text, 3)
     if values is None:
         raise ConfigError(f"--steer takes VX,VY,YAW (m/s, m/s, rad/s), e.g. 0.3,0.3,0.4; got {text!r}")
@@ -234,10 +248,11 @@ def run(args: argparse.Namespace) -> int:
     if method == "bc":
         policy, meta, metrics = train_bc(dataset, robot, bc)
     elif method == "ppo":
-        cfg = PPOConfig(iterations=args.ppo_iterations, num_envs=args.envs, steps_per_env=args.steps_per_env,
-                        episode_s=args.ppo_episode_seconds or PPOConfig.episode_s,
+        cfg = PPOConfig(iterations=_given(args.ppo_iterations, PPOConfig.iterations), num_envs=args.envs,
+                        steps_per_env=args.steps_per_env, episode_s=args.ppo_episode_seconds or PPOConfig.episode_s,
                         init_std=args.init_std or PPOConfig.init_std, learning_rate=args.ppo_lr,
-                        desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup, entropy=args.entropy,
+                        desired_kl=args.ppo_kl, critic_warmup=args.critic_warmup,
+                        entropy=_given(args.entropy, PPOConfig.entropy),
                         randomisation=randomisation(args), bc=bc, seed=args.seed)
         policy, meta, metrics = train_ppo(dataset, robot, cfg, init=args.init, checkpoint=checkpoint)
     else:

@@ -18,7 +18,7 @@ Reward per control period (:data:`REWARD_WEIGHTS`; the sum is floored at 0, as l
 
 - command tracking, legged_gym style: exp(-(|v_xy - c_xy| / 0.5 m/s)^2) for the heading-frame base velocity and
   exp(-((yaw rate - c_yaw) / 0.5 rad/s)^2) (legged_gym's exp(-error^2 / 0.25)), and a narrow one,
-  exp(-((yaw rate - c_yaw) / 0.2 rad/s)^2) (``yaw_rate_fine``, weight 0 unless asked);
+  exp(-((yaw rate - c_yaw) / 0.2 rad/s)^2) (``yaw_rate_fine``);
 - imitation of the library at the command (``imitation = "match"``, :class:`~akd_core.learn.motion_library.
   MotionMatcher`): the library frame nearest in (command, gait-clock phase) is the target of a joint
   term exp(-(RMS joint error / 0.2 rad)^2) and a foot term exp(-(RMS foot-height error / 0.03 m)^2); with
@@ -69,7 +69,7 @@ from akd_core.physics.targets import max_target_step
 
 REWARD_WEIGHTS = {
     "lin_vel": 1.5, "yaw_rate": 0.75,  # tracking kernels
-    "yaw_rate_fine": 0.0,  # a narrow yaw-rate kernel (off; --reward-weight yaw_rate_fine=W)
+    "yaw_rate_fine": 0.75,  # a narrow yaw-rate kernel: a1's swing within strides 0.33 -> 0.23 rad/s (docs/policy.md)
     "joint": 0.5, "feet": 0.2,  # imitation kernels (match)
     "style": 0.7,  # the AMP discriminator's style reward (amp)
     "lin_vel_z": -1.0, "ang_vel_xy": -0.05, "orientation": -1.0, "height": -10.0, "torques": -0.1,
