@@ -52,11 +52,13 @@ import numpy as np
 from tqdm import tqdm
 
 from akd_core.batch import Job, Sweep, aggregate, execute_jobs, job_done, robot_label
-from akd_core.export.common import FORMATS
+from akd_core.export.common import FORMATS, commanded_velocity
 from akd_core.export.quality import QualityGates
 from akd_core.io.errors import AKDError, ConfigError
 from akd_core.io.fileio import write_json_atomic, write_text_atomic
 from akd_core.io.rundir import TRACKED, RunDir
+from akd_core.learn.command import heading_velocity
+from akd_core.learn.velocity_eval import SETTLE_S, YAW_SPLIT_S, yaw_rate_mean
 from akd_core.model.spatial import quat_yaw
 from akd_core.motion.program import ACCEL_MAX, RAMP_S, SMOOTHSTEP_PEAK, YAW_ACCEL_MAX, read_commands
 
@@ -669,6 +671,38 @@ def coverage_report(plan: LibraryPlan, clips: dict[str, tuple[np.ndarray, float]
     }
 
 
+def steady_steps(command: np.ndarray, dt: float, settle_s: float = SETTLE_S) -> np.ndarray:
+    """(T,) bool: the frames whose command (T, 3) has held for ``settle_s`` (a ramp counts as changing)."""
+    changed = np.r_[True, np.abs(np.diff(command, axis=0)).max(1) > 1e-6] if len(command) else np.zeros(0, bool)
+    last = np.maximum.accumulate(np.where(changed, np.arange(len(command)), 0))
+    return (np.arange(len(command)) - last) * dt >= settle_s - 1e-9
+
+
+def command_tracking(clips: Sequence[tuple[np.ndarray, np.ndarray, float]]) -> dict[str, Any]:
+    """How well the library's own clips follow their commands, scored as ``akd eval-policy --task velocity`` scores
+    a policy: ``clips`` = [(measured (T, 3) heading-frame vx, vy and yaw rate, unfiltered; played command (T, 3);
+    dt)], RMSEs over the frames whose command has held for SETTLE_S, the yaw rate split into the turn (its centred
+    YAW_SPLIT_S mean against the command) and the swing within strides. A policy imitating the library starts
+    from this floor: its clips swing as they do."""
+    sq, split, steps = np.zeros(3), np.zeros(2), 0
+    for measured, command, dt in clips:
+        keep = steady_steps(command, dt)
+        turn = yaw_rate_mean(measured[:, 2], dt)
+        sq += ((measured - command)[keep] ** 2).sum(0)
+        split += [((turn - command[:, 2])[keep] ** 2).sum(), ((measured[:, 2] - turn)[keep] ** 2).sum()]
+        steps += int(keep.sum())
+    rmse = np.sqrt(sq / steps) if steps else np.full(3, np.nan)
+    parts = np.sqrt(split / steps) if steps else np.full(2, np.nan)
+
+    def num(v: float) -> float | None:
+        return round(float(v), 4) if np.isfinite(v) else None
+
+    return {"steps": steps, "settle_s": SETTLE_S, "vx_rmse_mps": num(rmse[0]), "vy_rmse_mps": num(rmse[1]),
+            "yaw_rate_rmse_radps": num(rmse[2]),
+            "yaw_rate_split": {"turn_rmse_radps": num(parts[0]), "stride_rmse_radps": num(parts[1]),
+                               "window_s": YAW_SPLIT_S}}
+
+
 def _colour(fraction: float) -> tuple[int, int, int]:
     """0 (light) .. 1 (dark blue) for seconds / the colour scale's top."""
     t = min(max(fraction, 0.0), 1.0)
@@ -924,12 +958,16 @@ def run_library(cfg: LibraryConfig, progress: bool = True, echo: Callable[[str],
         raise
     summary = aggregate(sweep, results, cfg.include_rejected, executed=len(todo))
     kept = [r for r in summary["runs"] if r["included"]]
-    states, lowered = {}, {}
+    states, lowered, followed = {}, {}, []
     for row in kept:
         run_dir = Path(row["run_dir"])
         with np.load(run_dir / TRACKED) as tracked:
             dt = float(tracked["dt"])
             states[row["name"]] = (heading_velocities(tracked["root_lin_vel"], tracked["root_quat"], dt), dt)
+            command = commanded_velocity(RunDir(run_dir).manifest(), np.arange(len(tracked["root_quat"])) * dt)
+            if command is not None:
+                followed.append((heading_velocity(tracked["root_lin_vel"], tracked["root_quat"],
+                                                  tracked["root_ang_vel"]), command, dt))
         lowered_here = _lowered(run_dir)
         if lowered_here:
             lowered[row["name"]] = lowered_here
@@ -951,7 +989,7 @@ def run_library(cfg: LibraryConfig, progress: bool = True, echo: Callable[[str],
         "wall_seconds": round(time.perf_counter() - start, 1),
         "datasets": summary["datasets"], "coverage": str(out / "coverage.json"),
         "coverage_png": str(out / "coverage.png"), "plan": str(out / "plan.json"),
-        "lowered_clips": len(lowered),
+        "lowered_clips": len(lowered), "command_tracking": command_tracking(followed),
     }
     summary["library"] = library
     summary["exit_code"] = 0 if kept and summary["in_dataset"] else 1
@@ -970,6 +1008,14 @@ def library_table(summary: dict[str, Any]) -> str:
              "time per clip: " + (f"{lib['compute_seconds_per_clip']:.1f} s of stage time per "
                                   f"{lib['seconds_per_clip']:g} s clip" if lib["compute_seconds_per_clip"] is not None
                                   else "-") + f"; this invocation {lib['wall_seconds']:.0f} s"]
+    followed = lib.get("command_tracking") or {}
+    if followed.get("steps"):
+        split = followed["yaw_rate_split"]
+        lines.append(f"the clips' own command tracking (the floor under a policy imitating them; "
+                     f"{followed['settle_s']:g} s after each change left out): RMSE vx "
+                     f"{followed['vx_rmse_mps']:.3f} m/s, vy {followed['vy_rmse_mps']:.3f} m/s, yaw rate "
+                     f"{followed['yaw_rate_rmse_radps']:.3f} rad/s (turn {split['turn_rmse_radps']:.3f}, within "
+                     f"strides {split['stride_rmse_radps']:.3f})")
     if lib["lowered_clips"]:
         lines.append(f"{lib['lowered_clips']} clips have commands the gait library played slower than planned "
                      "(joint limits): coverage.json 'lowered'")
@@ -990,4 +1036,4 @@ def library_table(summary: dict[str, Any]) -> str:
 __all__ = ["CommandBox", "CommandGrid", "CommandRow", "PlannedClip", "LibraryPlan", "LibraryConfig", "RobotSpeeds",
            "parse_range", "plan_library", "transition_s", "robot_speeds", "default_box", "heading_velocities",
            "coverage_seconds", "coverage_report", "coverage_png", "make_plan", "write_plan", "library_jobs",
-           "run_library", "library_table"]
+           "run_library", "library_table", "steady_steps", "command_tracking"]

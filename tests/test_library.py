@@ -257,6 +257,22 @@ def test_a_tiny_library_runs_curates_exports_the_command_and_resumes(tmp_path, c
     assert (out / "coverage.png").stat().st_size > 1000
     summary = json.loads((out / "summary.json").read_text())
     assert summary["library"]["clips_kept"] == 1 and summary["library"]["covered_fraction"] > 0
+    # the clips' own command tracking, scored as eval-policy scores a policy, recomputed from the HDF5 demo: the
+    # heading-frame base velocity and yaw rate against the command, over the frames whose command held for 0.5 s
+    followed = summary["library"]["command_tracking"]
+    with h5py.File(out / "dataset" / "dataset.hdf5", "r") as f:
+        demo = f["data/demo_0"]
+        v, w = demo["obs/root_lin_vel"][()].astype(np.float64), demo["obs/root_ang_vel"][()].astype(np.float64)
+        x, y, z, qw = demo["obs/root_quat"][()].astype(np.float64).T
+    heading = np.arctan2(2 * (qw * z + x * y), 1 - 2 * (y * y + z * z))
+    measured = np.stack([np.cos(heading) * v[:, 0] + np.sin(heading) * v[:, 1],
+                         -np.sin(heading) * v[:, 0] + np.cos(heading) * v[:, 1], w[:, 2]], 1)
+    held = np.array([i >= 25 and np.ptp(command[i - 25:i + 1], axis=0).max() < 1e-6 for i in range(len(command))])
+    expected = np.sqrt(np.mean((measured - command)[held] ** 2, 0))
+    assert followed["steps"] == held.sum() > 50
+    np.testing.assert_allclose([followed["vx_rmse_mps"], followed["vy_rmse_mps"], followed["yaw_rate_rmse_radps"]],
+                               expected, atol=1e-3)
+    assert 0 < followed["yaw_rate_split"]["stride_rmse_radps"] < 0.3 and "the clips' own command tracking" in printed
 
     stamp = (run / "tracked.npz").stat().st_mtime_ns
     assert main(args) == 0  # resumes: nothing is run again
