@@ -51,7 +51,6 @@ from akd_core.learn.policy import FitConfig, TrackingPolicy, load_policy, save_p
 from akd_core.learn.ppo import PPOConfig
 from akd_core.learn.reference import yaw_of
 from akd_core.learn.velocity import (
-    DEFAULT_STEER,
     VelocityConfig,
     library_feedforward,
     load_library,
@@ -671,7 +670,7 @@ def test_learning_loops_flush_subnormal_floats_to_zero():
 
 def test_residual_zero_start_reports_the_error_of_its_own_targets(library, quadruped):
     """The bare feedforward's error, computed once from the library frames, is what the policy sends."""
-    cfg = VelocityConfig(action="residual", steer=None, ppo=PPOConfig(iterations=0, **TINY_PPO))
+    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=0, **TINY_PPO))
     policy, _, metrics = train_velocity(library, quadruped, cfg, progress=False)
     dataset, _, _ = load_library(library)
     obs, targets = velocity_samples(dataset, LibraryFrames.from_dataset(dataset, quadruped))
@@ -694,10 +693,9 @@ def test_an_entropy_bonus_keeps_the_exploration_std_up(library, quadruped):
 
 @pytest.fixture(scope="module")
 def residual(library, quadruped, tmp_path_factory):
-    """A residual policy without steering (the steering test has one with it): the library feedforward + 2 PPO
-    iterations (AMP), checkpointed."""
+    """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""
     out = tmp_path_factory.mktemp("velocity_residual")
-    cfg = VelocityConfig(action="residual", steer=None, ppo=PPOConfig(iterations=2, **TINY_PPO))
+    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=2, **TINY_PPO))
     policy, meta, metrics = train_velocity(library, quadruped, cfg, checkpoint=out / "r.pt.ckpt", progress=False)
     save_policy(out / "r.pt", policy, meta)
     return out / "r.pt", policy, meta, metrics
@@ -777,12 +775,9 @@ def test_a_steering_policy_queries_the_library_at_the_command_it_shifts(library,
                 dict(action="residual", steer=(0.0, 0.0, 0.0))):
         with pytest.raises(ConfigError, match="--steer"):
             VelocityConfig(**bad).check()
-    # the defaults: the residual steers by DEFAULT_STEER, an absolute policy has nothing to steer, "off" turns it off
-    assert VelocityConfig().action == "residual" and VelocityConfig().steer == DEFAULT_STEER
-    assert VelocityConfig(action="absolute").steer is None
-    assert parse_steer("off") is None and parse_steer("auto") == "auto" and parse_steer("0.1,0,0.2") == (0.1, 0.0, 0.2)
-    with pytest.raises(ConfigError, match="steer"):
-        VelocityConfig(steer="sometimes")
+    # the defaults: the residual action, no steering
+    assert VelocityConfig().action == "residual" and VelocityConfig().steer is None
+    assert parse_steer(None) is None and parse_steer("0.1,0,0.2") == (0.1, 0.0, 0.2)
     for text in ("0.3,0.3", "0.3,x,0.4"):  # the command line names the form it takes
         assert main(["train-policy", str(library), "--task", "velocity", "--action", "residual", "--steer", text,
                      "-o", str(tmp_path / "bad.pt")]) != 0

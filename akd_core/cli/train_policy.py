@@ -15,7 +15,6 @@ from akd_core.learn.dataset import load_dataset
 from akd_core.learn.policy import ACTION_MODES, DEFAULT_HIDDEN, FitConfig, save_policy
 from akd_core.learn.ppo import PPOConfig, train_ppo
 from akd_core.learn.velocity import (
-    DEFAULT_STEER,
     RESIDUAL_STARTS,
     VELOCITY_ACTIONS,
     VELOCITY_ENTROPY,
@@ -130,11 +129,10 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                           f"target itself (default {VelocityConfig.action})")
     vel.add_argument("--residual-bound", type=float, default=RESIDUAL_BOUND_RAD,
                      help=f"--action residual: the residual's bound, rad per joint (default {RESIDUAL_BOUND_RAD:g})")
-    vel.add_argument("--steer", default="auto", metavar="VX,VY,YAW",
+    vel.add_argument("--steer", default=None, metavar="VX,VY,YAW",
                      help="--action residual: the policy also shifts the command the library feedforward is queried "
                           "at, by up to these m/s, m/s, rad/s (three more action components: it can call up the "
-                          "library's own side steps and turns, e.g. against a push); 'off': none (default "
-                          f"{','.join(f'{v:g}' for v in DEFAULT_STEER)} with --action residual, off with absolute)")
+                          "library's own side steps and turns, e.g. against a push); default off")
     vel.add_argument("--residual-start", choices=RESIDUAL_STARTS, default=VelocityConfig.residual_start,
                      help="--action residual: PPO starts from the bare library feedforward (zero residual) or from "
                           f"BC of the library's residuals (default {VelocityConfig.residual_start})")
@@ -205,11 +203,10 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def parse_steer(text: str) -> tuple[float, float, float] | str | None:
-    """--steer: "auto" (VelocityConfig's default for the action), "off" (none) or three bounds."""
-    word = text.strip().lower()
-    if word in ("auto", "off"):
-        return None if word == "off" else "auto"
+def parse_steer(text: str | None) -> tuple[float, float, float] | None:
+    """--steer VX,VY,YAW, or None where it was not given."""
+    if text is None:
+        return None
     values = split_floats(text, 3)
     if values is None:
         raise ConfigError(f"--steer takes VX,VY,YAW (m/s, m/s, rad/s), e.g. 0.3,0.3,0.4; got {text!r}")
