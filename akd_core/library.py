@@ -31,7 +31,9 @@ A library is planned, run and reported in one folder ``DIR`` (docs/library.md):
    one dataset per format under DIR/dataset/ (default: HDF5, LeRobot, amp-rsl-rl motion library, mjlab npz per clip),
    each episode carrying the commanded (vx, vy, yaw rate) per frame (:func:`akd_core.export.common.commanded_velocity`).
 5. **Coverage** (:func:`coverage_report`): from the tracked states of the kept clips (base velocity in the heading
-   frame and yaw rate, smoothed over SMOOTH_S), seconds per cell -> DIR/coverage.json and DIR/coverage.png.
+   frame and yaw rate, smoothed over SMOOTH_S), seconds per cell -> DIR/coverage.json and DIR/coverage.png; and how
+   well those clips follow their commands on the velocity evaluation's metric (:func:`command_tracking`, unsmoothed)
+   -> summary.json ``library.command_tracking``.
 """
 
 from __future__ import annotations
