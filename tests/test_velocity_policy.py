@@ -691,6 +691,33 @@ def test_an_entropy_bonus_keeps_the_exploration_std_up(library, quadruped):
         PPOConfig(entropy=-0.1).check()
 
 
+def test_the_command_line_trains_velocity_policies_with_the_measured_recipe(library, monkeypatch, tmp_path, capsys):
+    """--task velocity: the residual action, 2000 iterations, the entropy bonus and the narrow yaw kernel, no
+    steering; reference-tracking PPO keeps 1500 iterations and no bonus. (The trainers are stopped at their config.)"""
+    seen = {}
+
+    def stop(name):
+        def capture(*args, **kwargs):
+            seen[name] = args[2] if len(args) > 2 else kwargs.get("cfg")
+            raise ConfigError("stopped at the config")
+        return capture
+
+    monkeypatch.setattr("akd_core.cli.train_policy.train_velocity", stop("velocity"))
+    monkeypatch.setattr("akd_core.cli.train_policy.train_ppo", stop("ppo"))
+    assert main(["train-policy", str(library), "--task", "velocity", "-o", str(tmp_path / "v.pt")]) != 0
+    assert main(["train-policy", str(library), "--robot", "quadruped", "--method", "ppo",
+                 "-o", str(tmp_path / "r.pt")]) != 0
+    capsys.readouterr()
+    velocity, reference = seen["velocity"], seen["ppo"]
+    assert velocity.action == "residual" and velocity.steer is None and velocity.ppo.init_std == 0.1
+    assert velocity.ppo.iterations == 2000 and velocity.ppo.entropy == 0.0025
+    assert velocity.weights["yaw_rate_fine"] == 0.75
+    assert reference.iterations == 1500 and reference.entropy == 0.0
+    assert main(["train-policy", str(library), "--task", "velocity", "--ppo-iterations", "7", "--entropy", "0",
+                 "-o", str(tmp_path / "v.pt")]) != 0
+    assert seen["velocity"].ppo.iterations == 7 and seen["velocity"].ppo.entropy == 0.0
+
+
 @pytest.fixture(scope="module")
 def residual(library, quadruped, tmp_path_factory):
     """A residual policy: the library feedforward + 2 PPO iterations (AMP), checkpointed."""
