@@ -56,8 +56,10 @@ from akd_core.learn.velocity import (
     load_library,
     train_velocity,
     velocity_samples,
+    velocity_targets,
 )
 from akd_core.learn.velocity_env import (
+    ACTION_RATE_SCALE,
     AIR_TIME_S,
     FEET_WIDTH,
     JOINT_WIDTH,
@@ -677,6 +679,43 @@ def test_residual_zero_start_reports_the_error_of_its_own_targets(library, quadr
     rmse = float(np.sqrt(np.mean((policy.act(obs) - targets) ** 2)))
     assert metrics["bc"]["method"] == "feedforward" and rmse > 0.0
     assert metrics["bc"]["target_rmse_rad"] == pytest.approx(rmse, rel=1e-5)
+
+
+def test_the_residual_rate_is_the_change_of_the_residual_alone_and_starts_at_zero(library, quadruped):
+    """The PD-target rate holds the library gait's own motion; ``residual_rate`` only the policy's residual's."""
+    cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=0, **TINY_PPO))
+    policy, _, _ = train_velocity(library, quadruped, cfg, progress=False)
+    dataset, box, _ = load_library(library)
+    frames = LibraryFrames.from_dataset(dataset, quadruped)
+    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
+                         [demo_starts(d) for d in dataset.demos], box,
+                         VelocityEnvConfig(num_envs=2, threads=1, imitation="none",
+                                           randomisation=Randomisation(**CALM)))
+    raw, _ = env.observations(noisy=False)
+    actions = [torch.full((2, quadruped.num_dofs), 0.3), torch.full((2, quadruped.num_dofs), -0.2)]
+    rates, residuals = [], []
+    for action in actions:
+        targets = velocity_targets(policy, raw, action, env)
+        np.testing.assert_allclose(targets, policy.decode(torch.as_tensor(raw, dtype=torch.float32), action).numpy(),
+                                   atol=1e-6)
+        residuals.append(env.pending_residual.copy())
+        _, fell, timeout, terms = env.step(targets)
+        assert not (fell | timeout).any()
+        rates.append(terms["residual_rate"])
+        raw, _ = env.observations(noisy=False)
+    bound = policy.feedforward.bound.numpy()
+    np.testing.assert_allclose(residuals[0], np.broadcast_to(bound * np.tanh(0.3), (2, quadruped.num_dofs)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(rates[0], 0.0)  # an episode's first step: nothing to change from
+    expected = np.mean(((bound * (np.tanh(-0.2) - np.tanh(0.3))) / ACTION_RATE_SCALE) ** 2)
+    np.testing.assert_allclose(rates[1], [expected, expected], rtol=1e-5)
+    assert expected > 0.1
+    env.reset_world(1)  # a new episode starts from zero change again
+    env.note_residual(residuals[0])
+    _, _, _, terms = env.step(velocity_targets(policy, env.observations(noisy=False)[0], actions[0]))
+    assert terms["residual_rate"][1] == 0.0 and terms["residual_rate"][0] == pytest.approx(expected, rel=1e-5)
+    _, _, _, terms = env.step(velocity_targets(policy, env.observations(noisy=False)[0], actions[0]))
+    assert "residual_rate" not in terms  # nothing noted: no term
 
 
 def test_an_entropy_bonus_keeps_the_exploration_std_up(library, quadruped):

@@ -113,10 +113,16 @@ class TrackingPolicy(nn.Module):
         if self.action_mode == "reference":
             return obs[:, self.ref_slice] + action
         if self.action_mode == "residual":
-            j, ff = self.num_joints, self.feedforward
-            offset = ff.steering(action[:, j:]) if ff.steer_dims else None
-            return ff(obs, offset) + ff.bound * torch.tanh(action[:, :j])
+            return sum(self.residual_parts(obs, normalised))
         return action
+
+    def residual_parts(self, obs: torch.Tensor, normalised: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A residual policy's PD targets (:meth:`decode`) in their two parts (N, J) each: the library feedforward
+        (steered) and the bounded residual on it."""
+        action = self.act_mean + self.act_std * normalised
+        j, ff = self.num_joints, self.feedforward
+        offset = ff.steering(action[:, j:]) if ff.steer_dims else None
+        return ff(obs, offset), ff.bound * torch.tanh(action[:, :j])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Absolute PD targets (N, J) from raw observations (N, D)."""

@@ -149,7 +149,9 @@ class VelocityConfig:
         out = {"hidden": list(self.hidden), "fit": dataclasses.asdict(self.fit), "ppo": self.ppo.to_dict(),
                "resample_s": list(self.resample_s), "zero_share": self.zero_share,
                "library_share": self.library_share, "start_draw_share": self.start_draw_share,
-               "imitation": self.imitation, "weights": dict(self.weights),
+               "imitation": self.imitation,
+               # (a residual_rate weight of 0 absent: checkpoints of before the term resume)
+               "weights": {k: v for k, v in self.weights.items() if k != "residual_rate" or v},
                "seed": self.seed}
         if self.push_with_change:  # (absent at 0: checkpoints of before the option resume)
             out["push_with_change"] = self.push_with_change
@@ -238,12 +240,18 @@ def library_feedforward(dataset: PolicyDataset, frames: LibraryFrames, bound: fl
                                          bound, steer)
 
 
-def velocity_targets(policy: TrackingPolicy, raw_obs: np.ndarray, action: torch.Tensor) -> np.ndarray:
-    """PPO's normalised actions (N, J) at raw observations (N, D) -> PD targets (N, J), as the policy decodes them."""
+def velocity_targets(policy: TrackingPolicy, raw_obs: np.ndarray, action: torch.Tensor,
+                     env: VelocityVecEnv | None = None) -> np.ndarray:
+    """PPO's normalised actions (N, J) at raw observations (N, D) -> PD targets (N, J), as the policy decodes them
+    (a residual policy's residual noted on ``env`` for its ``residual_rate`` term)."""
     if policy.action_mode != "residual":
         return decode(policy, raw_obs, action)
     with torch.no_grad():
-        return policy.decode(torch.as_tensor(raw_obs, dtype=torch.float32), action).numpy().astype(np.float64)
+        ff, residual = policy.residual_parts(torch.as_tensor(raw_obs, dtype=torch.float32), action)
+    residual = residual.numpy().astype(np.float64)
+    if env is not None:
+        env.note_residual(residual)
+    return ff.numpy().astype(np.float64) + residual
 
 
 def velocity_meta(dataset: PolicyDataset, robot: Robot, box: CommandBox, frames: LibraryFrames, hidden, method: str,
@@ -327,7 +335,7 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
                "ppo": {k: v for k, v in ppo.to_dict().items() if k not in ("iterations", "bc")},
                "dataset": str(dataset.path),  # the box's gaits only label the evaluation's windows
                "box": {k: v for k, v in box.to_dict().items() if k != "gaits"}}
-        history, seconds_before = run_ppo(env, observe, (raw, obs), lambda r, a: velocity_targets(policy, r, a),
+        history, seconds_before = run_ppo(env, observe, (raw, obs), lambda r, a: velocity_targets(policy, r, a, env),
                                           actor, critic, alg, ppo, cfg.weights, checkpoint, key, tic, progress,
                                           desc="ppo velocity", shaper=shaper)
         policy.net.load_state_dict(actor.mlp.state_dict())

@@ -26,7 +26,10 @@ Reward per control period (:data:`REWARD_WEIGHTS`; the sum is floored at 0, as l
 - regularisers: base vertical velocity^2, roll/pitch rate^2, tilt (|gravity_xy|^2), base height against the matched
   frame's^2, torques (mean (tau / effort limit)^2), PD-target rate (mean (change / 0.1 rad)^2), feet slip (squared
   horizontal speed of the feet that are down), and legged_gym's feet air time (each touch-down pays its air time
-  minus 0.2 s, while the command asks to move).
+  minus 0.2 s, while the command asks to move). A residual policy's trainer also reports the change of the residual
+  alone (``residual_rate``: mean (change / 0.1 rad)^2 of the PD target less the library feedforward, 0 at an
+  episode's first step; :meth:`VelocityVecEnv.note_residual`): the PD-target rate holds the library gait's own
+  motion, so its gradient on the residual mostly asks it to damp the gait, where this one asks it to be smooth.
 
 A fall (tracking's rule) ends the episode without bootstrapping; the time limit with it. The critic also gets
 privileged terms: base velocity in the base frame, base height, friction, mass scale and which feet are down.
@@ -74,6 +77,7 @@ REWARD_WEIGHTS = {
     "style": 0.7,  # the AMP discriminator's style reward (amp)
     "lin_vel_z": -1.0, "ang_vel_xy": -0.05, "orientation": -1.0, "height": -10.0, "torques": -0.1,
     "action_rate": -0.05, "feet_slip": -0.25, "feet_air_time": 0.5,
+    "residual_rate": 0.0,  # a residual policy's own PD-target rate (off: docs/policy.md)
 }
 LIN_VEL_WIDTH, YAW_RATE_WIDTH = 0.5, 0.5  # m/s, rad/s: legged_gym's exp(-error^2 / 0.25)
 # rad/s: pays for the last tenths of a rad/s the wide kernel hardly tells apart (0.96 at 0.1 off, 0.85 at 0.2; this
@@ -182,6 +186,9 @@ class VelocityVecEnv:
         self.push_every = int(round(self.rand.push_every_s / self.dt)) if self.rand.push_every_s > 0 else 0
         self.next_push = np.zeros(self.n, dtype=np.int64)
         self.last_match = np.zeros(self.n, dtype=np.int64)
+        self.residual = np.zeros((self.n, self.j))  # a residual policy's last residual (note_residual)
+        self.residual_fresh = np.ones(self.n, dtype=bool)  # no residual yet this episode
+        self.pending_residual: np.ndarray | None = None
         for i in range(self.n):
             self.reset_world(i)
 
@@ -213,6 +220,7 @@ class VelocityVecEnv:
         self.command[i] = self.draw_command() if fresh else self.box.clip(self.frames.command[row])
         self.next_command[i] = self._resample_after()
         self.next_push[i] = int(rng.integers(1, self.push_every + 1)) if self.push_every else -1
+        self.residual_fresh[i] = True
 
     def place(self, i: int, demo: int, frame: int, friction: float, mass_scale: float, latency_s: float) -> None:
         """World ``i`` at frame ``frame`` of library demo ``demo`` with this friction, mass scale and latency."""
@@ -253,6 +261,11 @@ class VelocityVecEnv:
                                      self.down.astype(np.float64)], axis=1)
         return obs, privileged
 
+    def note_residual(self, residual: np.ndarray) -> None:
+        """The residual (N, J) (rad: PD target less the library feedforward) of the targets the next :meth:`step`
+        gets, for its ``residual_rate`` term (a residual policy's trainer calls it; without it the term is absent)."""
+        self.pending_residual = np.asarray(residual, dtype=np.float64)
+
     def step(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Apply PD targets (N, J) (clipped as every AKD controller sends them) for one control period. Returns
         rewards (N,), terminated (N,) (fell), timed out (N,) and the reward terms (each (N,), unweighted) plus
@@ -278,6 +291,11 @@ class VelocityVecEnv:
         self.phase = self.clock.advance(self.phase, self.command, self.dt)
         body = self._body()
         terms = self.reward_terms(body, sensors, rate)
+        if self.pending_residual is not None:
+            change = np.where(self.residual_fresh[:, None], 0.0, self.pending_residual - self.residual)
+            terms["residual_rate"] = np.mean((change / ACTION_RATE_SCALE) ** 2, axis=1)
+            self.residual, self.residual_fresh[:] = self.pending_residual, False
+            self.pending_residual = None
         if self.cfg.imitation == "amp":  # the state the step reached, before any reset
             terms["amp_next"] = self.state_features(body)
         reward = sum(self.weights.get(name, 0.0) * value for name, value in terms.items()
