@@ -122,6 +122,16 @@ def library(tmp_path_factory, quadruped) -> Path:
     return path
 
 
+def two_worlds(library: Path, robot, randomisation: dict | None = None, **cfg) -> tuple[VelocityVecEnv, LibraryFrames]:
+    """Two training worlds on ``library`` (calm unless ``randomisation``, one thread) and the library's frames."""
+    dataset, box, _ = load_library(library)
+    frames = LibraryFrames.from_dataset(dataset, robot)
+    worlds = VelocityEnvConfig(num_envs=2, threads=1, randomisation=Randomisation(**(randomisation or CALM)), **cfg)
+    env = VelocityVecEnv(robot, dataset_physics(dataset, robot), frames, [demo_starts(d) for d in dataset.demos], box,
+                         worlds)
+    return env, frames
+
+
 @pytest.fixture(scope="module")
 def trained(library, quadruped, tmp_path_factory):
     """BC + 2 PPO iterations on the tiny library with motion matching and a history of HISTORY steps, checkpointed
@@ -196,11 +206,7 @@ def test_observation_history_holds_the_steps_before_newest_first_and_a_start_rep
 
 
 def test_training_worlds_see_their_own_past_and_forget_it_when_they_restart(library, quadruped):
-    dataset, box, _ = load_library(library)
-    frames = LibraryFrames.from_dataset(dataset, quadruped)
-    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
-                         [demo_starts(d) for d in dataset.demos], box,
-                         VelocityEnvConfig(num_envs=2, threads=1, history=2, randomisation=Randomisation(**CALM)))
+    env, _ = two_worlds(library, quadruped, history=2)
     j, size = quadruped.num_dofs, 3 * quadruped.num_dofs + 6
     first, _ = env.observations()
     assert first.shape[1] == 3 * j + 11 + 2 * size
@@ -336,13 +342,8 @@ def test_a_dataset_without_commands_is_refused_naming_the_fix(tmp_path, quadrupe
 def test_command_changes_come_with_a_push_at_the_asked_share(library, quadruped, share):
     """push_with_change 1: each command change kicks the base at that step and restarts the pushes' 2 s beat there;
     0: the pushes keep their beat, whatever the commands do."""
-    dataset, box, _ = load_library(library)
-    frames = LibraryFrames.from_dataset(dataset, quadruped)
-    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
-                         [demo_starts(d) for d in dataset.demos], box,
-                         VelocityEnvConfig(num_envs=2, threads=1, resample_s=(0.3, 0.5), push_with_change=share,
-                                           randomisation=Randomisation(**{**CALM, "push_mps": 0.4,
-                                                                          "push_every_s": 2.0})))
+    env, _ = two_worlds(library, quadruped, {**CALM, "push_mps": 0.4, "push_every_s": 2.0}, resample_s=(0.3, 0.5),
+                        push_with_change=share)
     period = env.push_every
     beat = env.next_push.copy()
     changes = 0
@@ -360,12 +361,7 @@ def test_command_changes_come_with_a_push_at_the_asked_share(library, quadruped,
 
 
 def test_reward_terms_against_hand_computed_values(library, quadruped):
-    dataset, box, _ = load_library(library)
-    frames = LibraryFrames.from_dataset(dataset, quadruped)
-    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
-                         [demo_starts(d) for d in dataset.demos], box,
-                         VelocityEnvConfig(num_envs=2, threads=1, imitation="match",
-                                           randomisation=Randomisation(**CALM)))
+    env, frames = two_worlds(library, quadruped, imitation="match")
     eng, n, s = env.engine, 2, env.physics.substeps
     row = int(np.flatnonzero(frames.demo == 1)[70])  # a turning frame: its command, pose and feet
     env.command[:] = [[0.5, 0.0, 0.0], frames.command[row]]
@@ -685,12 +681,7 @@ def test_the_residual_rate_is_the_change_of_the_residual_alone_and_starts_at_zer
     """The PD-target rate holds the library gait's own motion; ``residual_rate`` only the policy's residual's."""
     cfg = VelocityConfig(action="residual", ppo=PPOConfig(iterations=0, **TINY_PPO))
     policy, _, _ = train_velocity(library, quadruped, cfg, progress=False)
-    dataset, box, _ = load_library(library)
-    frames = LibraryFrames.from_dataset(dataset, quadruped)
-    env = VelocityVecEnv(quadruped, dataset_physics(dataset, quadruped), frames,
-                         [demo_starts(d) for d in dataset.demos], box,
-                         VelocityEnvConfig(num_envs=2, threads=1, imitation="none",
-                                           randomisation=Randomisation(**CALM)))
+    env, _ = two_worlds(library, quadruped, imitation="none")
     raw, _ = env.observations(noisy=False)
     actions = [torch.full((2, quadruped.num_dofs), 0.3), torch.full((2, quadruped.num_dofs), -0.2)]
     rates, residuals = [], []
