@@ -77,7 +77,7 @@ REWARD_WEIGHTS = {
     "style": 0.7,  # the AMP discriminator's style reward (amp)
     "lin_vel_z": -1.0, "ang_vel_xy": -0.05, "orientation": -1.0, "height": -10.0, "torques": -0.1,
     "action_rate": -0.05, "feet_slip": -0.25, "feet_air_time": 0.5,
-    "residual_rate": 0.0,  # a residual policy's own PD-target rate (off: docs/policy.md)
+    "residual_rate": 0.0,  # the change of a residual policy's residual alone (off: as measured, docs/policy.md)
 }
 LIN_VEL_WIDTH, YAW_RATE_WIDTH = 0.5, 0.5  # m/s, rad/s: legged_gym's exp(-error^2 / 0.25)
 # rad/s: pays for the last tenths of a rad/s the wide kernel hardly tells apart (0.96 at 0.1 off, 0.85 at 0.2; this
