@@ -63,6 +63,7 @@ from akd_core.learn.velocity_env import (
     AIR_TIME_S,
     FEET_WIDTH,
     JOINT_WIDTH,
+    LIN_VEL_FINE_WIDTH,
     LIN_VEL_WIDTH,
     YAW_RATE_FINE_WIDTH,
     YAW_RATE_WIDTH,
@@ -390,6 +391,8 @@ def test_reward_terms_against_hand_computed_values(library, quadruped):
     np.testing.assert_allclose(terms["yaw_rate"][1], 1.0)
     np.testing.assert_allclose(terms["yaw_rate_fine"], [np.exp(-(0.3 / YAW_RATE_FINE_WIDTH) ** 2), 1.0])
     assert terms["yaw_rate_fine"][0] < 0.2 < terms["yaw_rate"][0]  # 0.3 rad/s off: the narrow kernel pays little
+    np.testing.assert_allclose(terms["lin_vel_fine"][0], np.exp(-(np.hypot(0.3, 0.1) / LIN_VEL_FINE_WIDTH) ** 2))
+    assert terms["lin_vel_fine"][0] < 0.1 < 0.6 < terms["lin_vel"][0]  # 0.32 m/s off: the narrow kernel pays little
     np.testing.assert_allclose(terms["lin_vel_z"], [0.01, 0.0])
     np.testing.assert_allclose(terms["ang_vel_xy"], [0.0, 0.04], atol=1e-12)
     np.testing.assert_allclose(terms["orientation"], [0.0, 0.0], atol=1e-12)
@@ -741,7 +744,11 @@ def test_the_command_line_trains_velocity_policies_with_the_measured_recipe(libr
     velocity, reference = seen["velocity"], seen["ppo"]
     assert velocity.action == "residual" and velocity.steer is None and velocity.ppo.init_std == 0.1
     assert velocity.ppo.iterations == 2000 and velocity.ppo.entropy == 0.0025
-    assert velocity.weights["yaw_rate_fine"] == 0.75
+    assert velocity.weights["yaw_rate_fine"] == 0.75 and velocity.weights["lin_vel_fine"] == 0.0
+    # terms added after checkpoints were written leave no trace at weight 0, so those checkpoints resume
+    assert not {"residual_rate", "lin_vel_fine"} & set(velocity.to_dict()["weights"])
+    velocity.weights["lin_vel_fine"] = 0.5
+    assert velocity.to_dict()["weights"]["lin_vel_fine"] == 0.5
     assert reference.iterations == 1500 and reference.entropy == 0.0
     assert main(["train-policy", str(library), "--task", "velocity", "--ppo-iterations", "7", "--entropy", "0",
                  "-o", str(tmp_path / "v.pt")]) != 0

@@ -66,7 +66,14 @@ from akd_core.learn.policy import (
     robot_limits,
 )
 from akd_core.learn.ppo import PPOConfig, _models, _Observer, build_ppo, decode, run_ppo
-from akd_core.learn.velocity_env import IMITATIONS, REWARD_WEIGHTS, VelocityEnvConfig, VelocityVecEnv, privileged_size
+from akd_core.learn.velocity_env import (
+    IMITATIONS,
+    LATE_TERMS,
+    REWARD_WEIGHTS,
+    VelocityEnvConfig,
+    VelocityVecEnv,
+    privileged_size,
+)
 from akd_core.learn.velocity_feedforward import RESIDUAL_BOUND_RAD, LibraryFeedforward
 from akd_core.model.load import load_robot, load_run_robot
 from akd_core.model.robot import Robot
@@ -150,8 +157,8 @@ class VelocityConfig:
                "resample_s": list(self.resample_s), "zero_share": self.zero_share,
                "library_share": self.library_share, "start_draw_share": self.start_draw_share,
                "imitation": self.imitation,
-               # (a residual_rate weight of 0 absent: checkpoints of before the term resume)
-               "weights": {k: v for k, v in self.weights.items() if k != "residual_rate" or v},
+               # (a late term's weight of 0 absent: checkpoints of before the term resume)
+               "weights": {k: v for k, v in self.weights.items() if k not in LATE_TERMS or v},
                "seed": self.seed}
         if self.push_with_change:  # (absent at 0: checkpoints of before the option resume)
             out["push_with_change"] = self.push_with_change
