@@ -345,11 +345,13 @@ class VelocityVecEnv:
         self.air_time[down] = 0.0
         self.down = down
         slip = (pressed * (foot_vel ** 2).sum(-1)).mean(1).sum(1)
+        lin_err = np.linalg.norm(velocity[:, :2] - cmd[:, :2], axis=1)
+        yaw_err = velocity[:, 2] - cmd[:, 2]
         terms = {
-            "lin_vel": np.exp(-(np.linalg.norm(velocity[:, :2] - cmd[:, :2], axis=1) / LIN_VEL_WIDTH) ** 2),
-            "yaw_rate": np.exp(-((velocity[:, 2] - cmd[:, 2]) / YAW_RATE_WIDTH) ** 2),
-            "yaw_rate_fine": np.exp(-((velocity[:, 2] - cmd[:, 2]) / YAW_RATE_FINE_WIDTH) ** 2),
-            "lin_vel_fine": np.exp(-(np.linalg.norm(velocity[:, :2] - cmd[:, :2], axis=1) / LIN_VEL_FINE_WIDTH) ** 2),
+            "lin_vel": np.exp(-(lin_err / LIN_VEL_WIDTH) ** 2),
+            "yaw_rate": np.exp(-(yaw_err / YAW_RATE_WIDTH) ** 2),
+            "yaw_rate_fine": np.exp(-(yaw_err / YAW_RATE_FINE_WIDTH) ** 2),
+            "lin_vel_fine": np.exp(-(lin_err / LIN_VEL_FINE_WIDTH) ** 2),
             "lin_vel_z": body.root_lin_vel[:, 2] ** 2,
             "ang_vel_xy": (omega_body[:, :2] ** 2).sum(1),
             "orientation": (gravity[:, :2] ** 2).sum(1),
