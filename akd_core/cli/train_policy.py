@@ -123,6 +123,10 @@ def add_arguments(parser: argparse.ArgumentParser, bc_alias: bool = False) -> No
                      help="imitation of the library: amp (an AMP discriminator on state transitions; default), match "
                           "(motion matching: the pose and feet of the library frame nearest in command and gait "
                           "phase), none")
+    vel.add_argument("--amp-regularise", action="store_true",
+                     help="--imitation amp: hold the discriminator back (L2 on its output layer, weight decay) so "
+                          "that it does not tell the policy from the library perfectly and the style reward keeps "
+                          "its slope; default off")
     vel.add_argument("--action", choices=VELOCITY_ACTIONS, default=VelocityConfig.action,
                      help="residual: a bounded residual (--residual-bound) on the library's own PD targets at the "
                           "command and gait phase (a trajectory generator the policy modulates); absolute: the PD "
@@ -191,7 +195,8 @@ def _velocity(args: argparse.Namespace, bc: BCConfig, checkpoint: Path):
                     randomisation=randomisation(args), seed=args.seed)
     cfg = VelocityConfig(hidden=bc.hidden, fit=bc.fit, ppo=ppo, resample_s=(lo, hi), zero_share=args.zero_share,
                          library_share=args.library_share, push_with_change=args.push_with_change,
-                         history=args.history, imitation=args.imitation, action=args.action,
+                         history=args.history, imitation=args.imitation,
+                         amp_regularise=args.amp_regularise, action=args.action,
                          residual_bound=args.residual_bound, residual_start=args.residual_start,
                          steer=parse_steer(args.steer), weights=_weights(args.reward_weight), seed=args.seed)
     robot = load_robot(args.robot or library_robot(args.dataset), args.package_path)

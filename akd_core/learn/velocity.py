@@ -107,6 +107,7 @@ class VelocityConfig:
     push_with_change: float = 0.0  # share of command changes pushed at the same step (velocity_env.py)
     history: int = 0  # control steps of measured terms before the current ones in the observation
     imitation: str = "amp"  # it beat motion matching on falls and vx RMSE (docs/policy.md)
+    amp_regularise: bool = False  # amp: hold the discriminator back (logit L2, weight decay: amp.py)
     action: str = "residual"  # a bounded residual on the library feedforward (velocity_feedforward.py), or "absolute"
     residual_bound: float = RESIDUAL_BOUND_RAD
     residual_start: str = "zero"  # residual: PPO from the bare feedforward ("zero") or from BC of the residual
@@ -129,6 +130,8 @@ class VelocityConfig:
                                   f"not all zero; got {self.steer}")
         if self.imitation not in IMITATIONS:
             raise ConfigError(f"--imitation must be one of {IMITATIONS}, got {self.imitation!r}")
+        if self.amp_regularise and self.imitation != "amp":
+            raise ConfigError("--amp-regularise holds back the AMP discriminator: it needs --imitation amp")
         lo, hi = self.resample_s
         if not 0 < lo <= hi:
             raise ConfigError(f"--resample-seconds must be LO,HI with 0 < LO <= HI, got {lo},{hi}")
@@ -164,6 +167,8 @@ class VelocityConfig:
             out["push_with_change"] = self.push_with_change
         if self.history:  # (likewise)
             out["history"] = self.history
+        if self.amp_regularise:  # (likewise)
+            out["amp_regularise"] = True
         if self.action == "residual":  # (absent for absolute: checkpoints of before the residual action resume)
             out.update(action=self.action, residual_bound=self.residual_bound, residual_start=self.residual_start)
             if self.steer is not None:  # (likewise)
@@ -337,7 +342,7 @@ def train_velocity(library: str | Path, robot: Robot, cfg: VelocityConfig | None
         alg = build_ppo(actor, critic, obs, ppo, policy.action_dim)
         shaper = None
         if cfg.imitation == "amp":
-            shaper = AMPShaper(frames, dataset, env, seed=cfg.seed)
+            shaper = AMPShaper(frames, dataset, env, seed=cfg.seed, regularise=cfg.amp_regularise)
         key = {"task": "velocity", "config": {k: v for k, v in cfg.to_dict().items() if k != "ppo"},
                "ppo": {k: v for k, v in ppo.to_dict().items() if k not in ("iterations", "bc")},
                "dataset": str(dataset.path),  # the box's gaits only label the evaluation's windows
